@@ -1,0 +1,114 @@
+// Command pdq turns a mixture-of-experts checkpoint into an FP8 prefill checkpoint and an INT4
+// decode checkpoint, reports the reconstruction error of every tensor, and publishes both.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is the tool version recorded in outputs; overridden at link time with -X main.version=.
+var version = "0.1.0-dev"
+
+// Exit codes: 0 success, 1 failure, 2 bad usage.
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// usageError marks an error caused by how the command was called (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error (exit status 2) with a formatted message.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// commands lists the constructors of the subcommands; each command file appends its own in init.
+var commands []func() *cobra.Command
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	verbose bool
+}
+
+var globals globalOptions
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "pdq",
+		Short: "Convert MoE checkpoints into FP8 prefill and INT4 decode checkpoints",
+		Long: `pdq turns a large mixture-of-experts checkpoint (safetensors, BF16 or FP8 blocks) into two
+serving checkpoints in one streaming pass:
+
+  prefill/  FP8 e4m3 with 128x128 block scales (an FP8 source passes through bit-exact)
+  decode/   routed experts as group-wise INT4 (compressed-tensors pack-quantized), the rest BF16
+
+and writes a per-tensor error report computed from the bytes actually written.`,
+		Example: `  pdq testdata gen --out /tmp/tiny          # make a small synthetic MoE checkpoint
+  pdq inspect /tmp/tiny                      # what is in it
+  pdq inspect /tmp/tiny --json | jq .roles`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			level := slog.LevelWarn
+			if globals.verbose {
+				level = slog.LevelDebug
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+		},
+	}
+	root.PersistentFlags().BoolVarP(&globals.verbose, "verbose", "v", false, "log progress details to stderr")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
+	for _, mk := range commands {
+		root.AddCommand(mk())
+	}
+	return root
+}
+
+// exactArgs is cobra.ExactArgs that reports a usage error (exit status 2).
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s: want %d argument(s), got %d\n\nUsage: %s", cmd.CommandPath(), n, len(args), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "pdq:", err)
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		os.Exit(exitUsage)
+	}
+	os.Exit(exitFailure)
+}
+
+// isCobraUsage recognises cobra's own argument errors (unknown command, unknown flag).
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "invalid argument", "accepts ", "requires "} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
