@@ -1,0 +1,60 @@
+# pdq build, test and measurement targets. Everything a fresh machine needs is installed by the
+# targets themselves (Go modules, the versitygw S3 server for the object-store tests) into
+# $(CACHE), outside the repository.
+
+GO        ?= go
+CACHE     ?= $(HOME)/.cache/pdq
+BIN       := bin
+# Packages under testdata/ are not matched by ./..., so they are named explicitly.
+PKGS      := ./... ./testdata/synth
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW := $(CACHE)/bin/versitygw
+DEMO      ?= out/demo
+
+export CGO_ENABLED ?= 0
+
+.PHONY: all build test test-short lint bench quality demo tools clean
+
+all: lint build test
+
+## build: the pdq binary (pure Go) in bin/
+build:
+	$(GO) build -trimpath -o $(BIN)/pdq ./cmd/pdq
+
+## test: every test, including the object-store tests against a local versitygw S3 server
+test: tools
+	VERSITYGW=$(VERSITYGW) $(GO) test -timeout 30m $(PKGS)
+
+## test-short: the fast tests only
+test-short:
+	$(GO) test -short $(PKGS)
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l cmd quantize safetensors calib kernels testdata publish 2>/dev/null); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## bench: codec, quantization and publishing benchmarks (one core, as the docs quote them)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./safetensors ./quantize/... ./kernels/... 
+
+## quality: the quantization quality table of docs/QUALITY.md
+quality:
+	$(GO) run ./cmd/qualitytable
+
+## demo: the main job end to end on a generated checkpoint (see README)
+demo: build
+	rm -rf $(DEMO)
+	$(BIN)/pdq testdata gen --out $(DEMO)/src --style deepseek --fp8
+	$(BIN)/pdq inspect $(DEMO)/src
+
+## tools: test dependencies, cached outside the repository
+tools: $(VERSITYGW)
+
+$(VERSITYGW):
+	mkdir -p $(CACHE)/bin
+	CGO_ENABLED=0 GOBIN=$(CACHE)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+clean:
+	rm -rf $(BIN) out
