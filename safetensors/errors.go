@@ -47,4 +47,13 @@ var (
 	// ErrWriteMismatch: a writer was given bytes that do not match the declared layout, or was
 	// closed before every tensor was written exactly once.
 	ErrWriteMismatch = errors.New("written bytes do not match the declared layout")
+	// ErrInvalidSpec: a tensor spec given to the writer side has an empty or reserved name or a
+	// negative dimension.
+	ErrInvalidSpec = errors.New("invalid tensor spec")
+	// ErrOutOfRange: a read asked for bytes outside the tensor, or a buffer of the wrong size.
+	ErrOutOfRange = errors.New("range outside the tensor")
+	// ErrShardChanged: a shard file changed size or modification time after its header was read.
+	ErrShardChanged = errors.New("shard changed since it was opened")
+	// ErrClosed: the checkpoint or writer was already closed.
+	ErrClosed = errors.New("already closed")
 )
