@@ -1,0 +1,271 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A local multipart upload is the directory ROOT/.pdq/uploads/ID holding info.json (key,
+// metadata, start time) and one file per part named pNNNNN.CCCCCCCC (part number, CRC32C in hex),
+// each written to a temporary file, fsynced and renamed into place.
+
+type uploadInfo struct {
+	Key       string            `json:"key"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Initiated time.Time         `json:"initiated"`
+}
+
+func validUploadID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+func (l *Local) uploadDir(key, id string) (string, error) {
+	if err := ValidKey(key); err != nil {
+		return "", err
+	}
+	if !validUploadID(id) {
+		return "", fmt.Errorf("%w: upload %q of %s", ErrNotExist, id, key)
+	}
+	dir := l.state("uploads", id)
+	b, err := os.ReadFile(filepath.Join(dir, "info.json"))
+	if err != nil {
+		return "", fmt.Errorf("%w: upload %s of %s", ErrNotExist, id, key)
+	}
+	var info uploadInfo
+	if err := json.Unmarshal(b, &info); err != nil || info.Key != key {
+		return "", fmt.Errorf("%w: upload %s of %s", ErrNotExist, id, key)
+	}
+	return dir, nil
+}
+
+// CreateMultipart implements Store.
+func (l *Local) CreateMultipart(ctx context.Context, key string, opts PutOptions) (string, error) {
+	if err := ValidKey(key); err != nil {
+		return "", err
+	}
+	if err := ValidMetadata(opts.Metadata); err != nil {
+		return "", err
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("store: %w", err)
+	}
+	id := hex.EncodeToString(raw[:])
+	b, err := json.Marshal(uploadInfo{Key: key, Metadata: opts.Metadata, Initiated: time.Now().UTC()})
+	if err != nil {
+		return "", fmt.Errorf("store: %w", err)
+	}
+	dir := l.state("uploads", id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("store: create upload of %s: %w", key, err)
+	}
+	if err := l.writeFileAtomic(filepath.Join(dir, "info.json"), b); err != nil {
+		return "", fmt.Errorf("store: create upload of %s: %w", key, err)
+	}
+	return id, nil
+}
+
+// ListUploads implements Store.
+func (l *Local) ListUploads(ctx context.Context, key string) ([]Upload, error) {
+	if err := ValidKey(key); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(l.state("uploads"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: list uploads of %s: %w", key, err)
+	}
+	var ups []Upload
+	for _, e := range ents {
+		b, err := os.ReadFile(l.state("uploads", e.Name(), "info.json"))
+		if err != nil {
+			continue // an upload being created or aborted
+		}
+		var info uploadInfo
+		if json.Unmarshal(b, &info) == nil && info.Key == key {
+			ups = append(ups, Upload{Key: key, ID: e.Name(), Initiated: info.Initiated})
+		}
+	}
+	sort.Slice(ups, func(i, j int) bool { return ups[i].Initiated.Before(ups[j].Initiated) })
+	return ups, nil
+}
+
+// UploadPart implements Store.
+func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32, r io.ReadSeeker, size int64, crc32c uint32) (Part, error) {
+	dir, err := l.uploadDir(key, uploadID)
+	if err != nil {
+		return Part{}, err
+	}
+	if num < 1 || num > MaxParts {
+		return Part{}, fmt.Errorf("store: upload %s: part number %d outside 1..%d", key, num, MaxParts)
+	}
+	tmp, err := os.CreateTemp(dir, "tmp-*")
+	if err != nil {
+		return Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
+	}
+	defer os.Remove(tmp.Name())
+	crc, err := copyExact(ctx, tmp, r, size)
+	if err == nil && crc != crc32c {
+		err = fmt.Errorf("%w: got crc32c %08x, sent %08x", ErrChecksum, crc, crc32c)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("p%05d.*", num)))
+	for _, o := range old {
+		os.Remove(o)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, fmt.Sprintf("p%05d.%08x", num, crc))); err != nil {
+		return Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
+	}
+	return Part{Number: num, Size: size, ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true}, nil
+}
+
+// ListParts implements Store.
+func (l *Local) ListParts(ctx context.Context, key, uploadID string) ([]Part, error) {
+	dir, err := l.uploadDir(key, uploadID)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: list parts of %s: %w", key, err)
+	}
+	var parts []Part
+	for _, e := range ents {
+		num, crc, ok := parsePartName(e.Name())
+		if !ok {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		parts = append(parts, Part{Number: num, Size: fi.Size(), ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true})
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
+	return parts, nil
+}
+
+func parsePartName(name string) (num int32, crc uint32, ok bool) {
+	n, c, found := strings.Cut(name, ".")
+	if !found || len(n) != 6 || n[0] != 'p' || len(c) != 8 {
+		return 0, 0, false
+	}
+	nv, err1 := strconv.ParseUint(n[1:], 10, 32)
+	cv, err2 := strconv.ParseUint(c, 16, 32)
+	if err1 != nil || err2 != nil || nv < 1 || nv > MaxParts {
+		return 0, 0, false
+	}
+	return int32(nv), uint32(cv), true
+}
+
+// CompleteMultipart implements Store.
+func (l *Local) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part, opts PutOptions) error {
+	dir, err := l.uploadDir(key, uploadID)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "info.json"))
+	if err != nil {
+		return fmt.Errorf("%w: upload %s of %s", ErrNotExist, uploadID, key)
+	}
+	var info uploadInfo
+	if err := json.Unmarshal(b, &info); err != nil {
+		return fmt.Errorf("store: upload %s of %s: %w", uploadID, key, err)
+	}
+	have, err := l.ListParts(ctx, key, uploadID)
+	if err != nil {
+		return err
+	}
+	byNum := map[int32]Part{}
+	for _, p := range have {
+		byNum[p.Number] = p
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("%w: %s: no parts", ErrInvalidPart, key)
+	}
+	tmp, err := l.tempFile("complete-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	prev := int32(0)
+	for i, p := range parts {
+		got, ok := byNum[p.Number]
+		switch {
+		case p.Number <= prev:
+			err = fmt.Errorf("%w: %s: part %d out of order", ErrInvalidPart, key, p.Number)
+		case !ok:
+			err = fmt.Errorf("%w: %s: part %d not uploaded", ErrInvalidPart, key, p.Number)
+		case got.ETag != p.ETag:
+			err = fmt.Errorf("%w: %s: part %d has etag %s, not %s", ErrInvalidPart, key, p.Number, got.ETag, p.ETag)
+		case i < len(parts)-1 && got.Size < MinPartSize:
+			err = fmt.Errorf("%w: %s: part %d is %d bytes, under the %d minimum", ErrInvalidPart, key, p.Number, got.Size, MinPartSize)
+		}
+		if err == nil {
+			err = appendFile(ctx, tmp, filepath.Join(dir, fmt.Sprintf("p%05d.%08x", got.Number, got.CRC32C)))
+		}
+		if err != nil {
+			tmp.Close()
+			return err
+		}
+		prev = p.Number
+	}
+	opts.Metadata = info.Metadata
+	if err := l.commit(tmp, key, opts); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
+func appendFile(ctx context.Context, dst *os.File, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	src, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer src.Close()
+	if _, err := io.Copy(dst, src); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// AbortMultipart implements Store.
+func (l *Local) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	dir, err := l.uploadDir(key, uploadID)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("store: abort upload of %s: %w", key, err)
+	}
+	return nil
+}

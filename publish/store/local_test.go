@@ -1,0 +1,63 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"pdq/publish/store"
+	"pdq/publish/store/storetest"
+)
+
+func TestLocalSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := store.NewLocal(filepath.Join(t.TempDir(), "root"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// An object changed behind the store's back must lose its checksum metadata.
+func TestLocalMetadataFollowsContent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := store.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("hello world")
+	if err := s.Put(ctx, "f", bytesReader(data), int64(len(data)), store.PutOptions{Metadata: map[string]string{"sha256": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("hello WORLD"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Stat(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Metadata["sha256"] != "" {
+		t.Fatalf("metadata survived a change of the object: %v", info.Metadata)
+	}
+}
+
+func TestValidKey(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		ok  bool
+	}{
+		{"a", true}, {"a/b.safetensors", true}, {"a.pdq", true}, {".pdqx/y", true},
+		{"", false}, {"/a", false}, {"a/", false}, {"../a", false}, {"a/..", false}, {"./a", false},
+		{".pdq", false}, {".pdq/a", false}, {"a\\b", false}, {"a\x00b", false},
+	} {
+		if err := store.ValidKey(tc.key); (err == nil) != tc.ok {
+			t.Errorf("ValidKey(%q) = %v, want ok=%v", tc.key, err, tc.ok)
+		}
+	}
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
