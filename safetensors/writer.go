@@ -1,0 +1,271 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// Writer writes one safetensors file whose Layout was computed up front. Tensors may be written in
+// any order, whole or in chunks, from several goroutines at once: each write is a positioned write
+// at the offset the layout gives. The file is built under a temporary name in the destination
+// directory and appears at its path only when Close has checked that every byte of every tensor was
+// written exactly once. The first error is kept: after it, every call and Close return it and Close
+// removes the temporary file.
+type Writer struct {
+	path, temp string
+	layout     *Layout
+	f          *os.File
+
+	mu       sync.Mutex
+	covered  [][]span // per tensor: disjoint written ranges, sorted, adjacent ones merged
+	err      error    // first error
+	done     bool     // Close or Abort has begun
+	inflight sync.WaitGroup
+}
+
+// span is a half-open byte range [lo, hi) relative to a tensor's start.
+type span struct{ lo, hi int64 }
+
+// Create starts writing the file described by layout at path. The data goes to TempPath
+// (".NAME.partial" in the same directory, replaced if it exists), which gets the header at once and
+// is sized to layout.FileSize. Create refuses a layout whose Prefix does not parse or does not match
+// its Tensors and FileSize.
+func Create(path string, layout *Layout) (*Writer, error) {
+	if err := checkLayout(layout); err != nil {
+		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
+	}
+	temp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+	f, err := os.OpenFile(temp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([][]span, len(layout.Tensors))}
+	if _, err := f.WriteAt(layout.Prefix, 0); err == nil {
+		err = f.Truncate(layout.FileSize)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(temp)
+		return nil, fmt.Errorf("safetensors: %s: %w", temp, err)
+	}
+	return w, nil
+}
+
+// checkLayout verifies that a layout is self-consistent: the prefix length, the header JSON (parsed
+// by the reader's own code) against Tensors, and FileSize.
+func checkLayout(l *Layout) error {
+	if l == nil {
+		return fmt.Errorf("%w: nil layout", ErrWriteMismatch)
+	}
+	if len(l.Prefix) < 8 || len(l.Prefix)%8 != 0 {
+		return fmt.Errorf("%w: prefix of %d bytes", ErrWriteMismatch, len(l.Prefix))
+	}
+	if n := binary.LittleEndian.Uint64(l.Prefix); n != uint64(len(l.Prefix)-8) {
+		return fmt.Errorf("%w: prefix declares %d header bytes, has %d", ErrWriteMismatch, n, len(l.Prefix)-8)
+	}
+	buf := l.FileSize - int64(len(l.Prefix))
+	h, err := parseHeaderJSON(l.Prefix[8:], buf, "")
+	if err != nil {
+		return fmt.Errorf("%w: header does not validate: %w", ErrWriteMismatch, err)
+	}
+	if len(h.Tensors) != len(l.Tensors) {
+		return fmt.Errorf("%w: header has %d tensors, layout %d", ErrWriteMismatch, len(h.Tensors), len(l.Tensors))
+	}
+	byName := make(map[string]*TensorInfo, len(h.Tensors))
+	for i := range h.Tensors {
+		byName[h.Tensors[i].Name] = &h.Tensors[i]
+	}
+	for i := range l.Tensors {
+		t := &l.Tensors[i]
+		p := byName[t.Name]
+		if p == nil || p.DType != t.DType || p.DataOffsets != t.DataOffsets || !slices.Equal(p.Shape, t.Shape) {
+			return fmt.Errorf("%w: tensor %q differs between header and layout", ErrWriteMismatch, t.Name)
+		}
+		delete(byName, t.Name) // a name listed twice in Tensors is then missing the second time
+	}
+	return nil
+}
+
+// TempPath returns the temporary file the data is written to until Close.
+func (w *Writer) TempPath() string { return w.temp }
+
+// WriteTensor writes the whole of the named tensor; len(data) must be its byte size.
+func (w *Writer) WriteTensor(name string, data []byte) error {
+	if i, ok := w.layout.find(name); ok && int64(len(data)) != w.layout.Tensors[i].ByteSize() {
+		return w.fail(fmt.Errorf("safetensors: %s: tensor %q: %w: %d bytes, want %d",
+			w.path, name, ErrWriteMismatch, len(data), w.layout.Tensors[i].ByteSize()))
+	}
+	return w.WriteTensorAt(name, 0, data)
+}
+
+// WriteTensorAt writes data at offset off from the start of the named tensor. The range must lie
+// inside the tensor and not overlap anything written before (ErrWriteMismatch otherwise). It may be
+// called from several goroutines at once.
+func (w *Writer) WriteTensorAt(name string, off int64, data []byte) error {
+	abs, err := w.reserve(name, off, int64(len(data)))
+	if err != nil || len(data) == 0 {
+		return err
+	}
+	defer w.inflight.Done()
+	if _, err := w.f.WriteAt(data, abs); err != nil {
+		return w.fail(fmt.Errorf("safetensors: %s: tensor %q: %w", w.temp, name, err))
+	}
+	return nil
+}
+
+// reserve checks a write and records its range as covered. For a non-empty write it returns the
+// absolute file offset with w.inflight incremented; the caller must call w.inflight.Done.
+func (w *Writer) reserve(name string, off, n int64) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.done {
+		return 0, fmt.Errorf("safetensors: %s: tensor %q: write after close: %w", w.path, name, ErrClosed)
+	}
+	i, ok := w.layout.find(name)
+	if !ok {
+		return 0, w.failLocked(fmt.Errorf("safetensors: %s: tensor %q: %w: not in the layout", w.path, name, ErrWriteMismatch))
+	}
+	t := &w.layout.Tensors[i]
+	size := t.ByteSize()
+	if off < 0 || n > size || off > size-n {
+		return 0, w.failLocked(fmt.Errorf("safetensors: %s: tensor %q: %w: bytes [%d, %d) outside [0, %d)",
+			w.path, name, ErrWriteMismatch, off, off+n, size))
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	spans := w.covered[i]
+	// First span ending after off: the only one that can overlap [off, off+n) from the left.
+	j, _ := slices.BinarySearchFunc(spans, off, func(s span, x int64) int { return cmpInt64(s.hi, x+1) })
+	if j < len(spans) && spans[j].lo < off+n {
+		return 0, w.failLocked(fmt.Errorf("safetensors: %s: tensor %q: %w: bytes [%d, %d) overlap bytes [%d, %d) already written",
+			w.path, name, ErrWriteMismatch, off, off+n, spans[j].lo, spans[j].hi))
+	}
+	s := span{off, off + n}
+	mergeLeft := j > 0 && spans[j-1].hi == s.lo
+	mergeRight := j < len(spans) && spans[j].lo == s.hi
+	switch {
+	case mergeLeft && mergeRight:
+		spans[j-1].hi = spans[j].hi
+		spans = slices.Delete(spans, j, j+1)
+	case mergeLeft:
+		spans[j-1].hi = s.hi
+	case mergeRight:
+		spans[j].lo = s.lo
+	default:
+		spans = slices.Insert(spans, j, s)
+	}
+	w.covered[i] = spans
+	w.inflight.Add(1)
+	return w.layout.DataStart() + t.DataOffsets[0] + off, nil
+}
+
+// fail records err as the writer's error unless one is already kept, and returns the kept error.
+func (w *Writer) fail(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failLocked(err)
+}
+
+func (w *Writer) failLocked(err error) error {
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Close waits for writes in progress, checks that every tensor was written completely, then
+// syncs the file, renames it to its path and syncs the directory. On any failure (including
+// ErrWriteMismatch for bytes never written) the temporary file is removed and nothing appears at
+// the path.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return fmt.Errorf("safetensors: %s: %w", w.path, ErrClosed)
+	}
+	w.done = true
+	w.mu.Unlock()
+	w.inflight.Wait()
+
+	err := w.err
+	if err == nil {
+		err = w.checkCoverage()
+	}
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(w.temp, w.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(w.path))
+	}
+	if err != nil {
+		os.Remove(w.temp)
+		if w.err == nil {
+			w.err = err
+		}
+		return err
+	}
+	return nil
+}
+
+// checkCoverage reports the first tensor, in layout order, not written completely.
+func (w *Writer) checkCoverage() error {
+	for i := range w.layout.Tensors {
+		t := &w.layout.Tensors[i]
+		size := t.ByteSize()
+		spans := w.covered[i]
+		if size == 0 || len(spans) == 1 && spans[0] == (span{0, size}) {
+			continue
+		}
+		// Name the first missing range.
+		var lo int64
+		if len(spans) > 0 && spans[0].lo == 0 {
+			lo = spans[0].hi
+		}
+		hi := size
+		for _, s := range spans {
+			if s.lo > lo {
+				hi = s.lo
+				break
+			}
+		}
+		return fmt.Errorf("safetensors: %s: tensor %q: %w: bytes [%d, %d) of %d never written",
+			w.path, t.Name, ErrWriteMismatch, lo, hi, size)
+	}
+	return nil
+}
+
+// Abort stops writing and removes the temporary file. It is a no-op after a successful Close, so
+// that `defer w.Abort()` is safe.
+func (w *Writer) Abort() error {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return nil
+	}
+	w.done = true
+	if w.err == nil {
+		w.err = fmt.Errorf("safetensors: %s: %w: aborted", w.path, ErrClosed)
+	}
+	w.mu.Unlock()
+	w.inflight.Wait()
+	w.f.Close()
+	if err := os.Remove(w.temp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	return nil
+}
