@@ -1,0 +1,76 @@
+package s3store
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+
+	"pdq/publish/store"
+)
+
+// credentialsHint tells the user where credentials come from.
+const credentialsHint = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, for this endpoint"
+
+// mapErr turns an SDK error into one wrapping the store's sentinel errors, naming the operation,
+// the object and, for refused credentials, where to set them.
+func (s *Store) mapErr(op, key string, err error) error {
+	where := s.url(key)
+	var sentinel error
+	code, msg := "", ""
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code, msg = ae.ErrorCode(), ae.ErrorMessage()
+		switch code {
+		case "NoSuchKey", "NotFound", "NoSuchUpload", "NoSuchBucket":
+			sentinel = store.ErrNotExist
+		case "PreconditionFailed", "ConditionalRequestConflict":
+			sentinel = store.ErrExists
+		case "BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch":
+			sentinel = store.ErrChecksum
+		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden",
+			"InvalidToken", "ExpiredToken", "TokenRefreshRequired", "InvalidClientTokenId",
+			"XAdminUserNotFound": // versitygw's answer (404) to an unknown access key id
+			sentinel = store.ErrAuth
+		case "InvalidPart", "InvalidPartOrder", "EntityTooSmall":
+			sentinel = store.ErrInvalidPart
+		}
+		if code == "NoSuchBucket" {
+			where = "bucket " + s.bucket
+		}
+	}
+	if sentinel == nil {
+		var re *awshttp.ResponseError
+		if errors.As(err, &re) {
+			switch re.HTTPStatusCode() {
+			case http.StatusNotFound:
+				sentinel = store.ErrNotExist
+			case http.StatusPreconditionFailed:
+				sentinel = store.ErrExists
+			case http.StatusForbidden:
+				sentinel = store.ErrAuth
+			}
+		}
+	}
+	if sentinel == nil && (strings.Contains(err.Error(), "failed to retrieve credentials") ||
+		strings.Contains(err.Error(), "failed to refresh cached credentials")) {
+		sentinel = store.ErrAuth
+		code, msg = "no credentials", "none found in the environment, config files or instance role"
+	}
+	if sentinel == store.ErrAuth {
+		if code == "" {
+			code = "403 Forbidden"
+		}
+		return fmt.Errorf("s3: %s %s: %w by %s: %s: %s (%s)", op, where, sentinel, s.where, code, msg, credentialsHint)
+	}
+	if sentinel != nil {
+		if code != "" {
+			return fmt.Errorf("s3: %s %s: %w (%s: %s)", op, where, sentinel, code, msg)
+		}
+		return fmt.Errorf("s3: %s %s: %w", op, where, sentinel)
+	}
+	return fmt.Errorf("s3: %s %s: %w", op, where, err)
+}
