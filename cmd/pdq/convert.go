@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime/debug"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"pdq/quantize/convert"
+)
+
+func init() { commands = append(commands, newConvertCmd) }
+
+// convertOptions are the flags of pdq convert that are not plan flags.
+type convertOptions struct {
+	out           string
+	workers       int
+	maxMemory     int64
+	prefillMode   string
+	resume, force bool
+	quiet, asJSON bool
+	failSQNRBelow float64
+	device        string
+}
+
+func newConvertCmd() *cobra.Command {
+	var f planFlags
+	var o convertOptions
+	cmd := &cobra.Command{
+		Use:   "convert SRC --out DIR",
+		Short: "Write the prefill (FP8) and decode (INT4) checkpoints and the error report",
+		Long: `Convert reads SRC once, in file order, and writes:
+
+  DIR/prefill/     FP8 e4m3 128x128 blocks (an FP8-block source passes through bit-exact)
+  DIR/decode/      routed experts as group-wise INT4 in the compressed-tensors pack-quantized
+                   layout, the rest BF16 (or FP8 with --decode-dense fp8); loads in vLLM and SGLang
+  DIR/report.json  per-tensor RMSE, relative RMSE, SQNR, max error and cosine of every quantized
+                   tensor, measured on the bytes written; read it with pdq report
+
+Memory stays under --max-memory plus a fixed overhead whatever the checkpoint size. Shards are
+written under temporary names and renamed when complete; a journal records finished shards, so
+rerunning the same command (or --resume) after a crash or Ctrl-C continues where it stopped and
+ends byte-identical to an uninterrupted run. The same input gives byte-identical output for any
+--workers.`,
+		Example: `  pdq convert /models/GLM-5-FP8 --out /data/glm5-pd
+  pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
+  pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.out == "" {
+				return usagef("convert: --out DIR is required")
+			}
+			return runConvert(cmd.Context(), cmd.OutOrStdout(), args[0], &f, o)
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&o.out, "out", "", "output directory (gets prefill/, decode/ and report.json)")
+	fl.IntVar(&o.workers, "workers", 0, "compute workers (default: number of CPUs); the output does not depend on it")
+	o.maxMemory = convert.DefaultMaxMemory
+	fl.Var(bytesValue{&o.maxMemory}, "max-memory", "tensor bytes in flight; peak memory stays near this plus about 256 MiB")
+	fl.StringVar(&o.prefillMode, "prefill-mode", "copy", "FP8 sources: copy the shards into prefill/, or link them (hard links when on the same filesystem, else copy)")
+	fl.BoolVar(&o.resume, "resume", false, "continue an interrupted conversion in DIR (rerunning the same command also resumes when DIR holds its journal)")
+	fl.BoolVar(&o.force, "force", false, "start over in a non-empty DIR, deleting earlier outputs")
+	fl.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar and no summary")
+	fl.BoolVar(&o.asJSON, "json", false, "print a JSON summary (the report without the per-tensor rows)")
+	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any INT4 tensor's SQNR (dB) is below this")
+	fl.StringVar(&o.device, "device", "auto", "compute device: auto, cpu or cuda (cuda needs a build with -tags cuda)")
+	return cmd
+}
+
+func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o convertOptions) error {
+	backend, device, err := pickBackend(o.device)
+	if err != nil {
+		return err
+	}
+	p, ck, err := openPlan(src, f)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	if o.maxMemory > 0 {
+		// Keep the garbage collector honest about the budget: the tensor bytes in flight plus
+		// the fixed overhead of buffers and headers.
+		debug.SetMemoryLimit(o.maxMemory + 192<<20)
+	}
+	if !o.resume && !o.force {
+		if _, err := os.Stat(o.out + "/" + convert.JournalName); err == nil {
+			o.resume = true // the same command again continues an interrupted run
+		}
+	}
+	ro := convert.RunOptions{
+		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: o.prefillMode, Resume: o.resume,
+		Force: o.force, Backend: backend, Device: device, Tool: "pdq " + version,
+	}
+	var bar *progressbar.ProgressBar
+	if !o.quiet && !o.asJSON && stderrIsTerminal() {
+		var mu sync.Mutex
+		last := time.Time{}
+		ro.Progress = func(done, total int64, tensor string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if bar == nil {
+				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr),
+					progressbar.OptionShowBytes(true), progressbar.OptionSetPredictTime(true),
+					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30),
+					progressbar.OptionSetDescription("convert ["+device+"]"))
+			}
+			if now := time.Now(); now.Sub(last) > 200*time.Millisecond || done == total {
+				last = now
+				bar.Describe(fmt.Sprintf("convert [%s] %s", device, shortName(tensor, 48)))
+			}
+			bar.Set64(done)
+		}
+	}
+	rep, err := convert.Run(ctx, p, o.out, ro)
+	if bar != nil {
+		bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		short := *rep
+		short.Tensors = nil
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(short); err != nil {
+			return err
+		}
+	} else if !o.quiet {
+		printReportSummary(w, rep, o.out)
+	}
+	return checkSQNRFloor(rep, o.failSQNRBelow)
+}
+
+// checkSQNRFloor fails when an INT4 tensor is below the floor, listing the offenders.
+func checkSQNRFloor(rep *convert.Report, floor float64) error {
+	var bad []convert.TensorReport
+	for _, t := range rep.Tensors {
+		if t.Scheme == string(convert.SchemeInt4) && float64(t.SQNR) < floor {
+			bad = append(bad, t)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%d INT4 tensor(s) below %.2f dB SQNR:", len(bad), floor)
+	for i, t := range bad {
+		if i == 10 {
+			msg += fmt.Sprintf("\n  ... and %d more (see report.json)", len(bad)-10)
+			break
+		}
+		msg += fmt.Sprintf("\n  %s  %.2f dB", t.Tensor, float64(t.SQNR))
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// printReportSummary prints the per-role summary and the worst tensors.
+func printReportSummary(w io.Writer, rep *convert.Report, out string) {
+	fmt.Fprintf(w, "input %s -> prefill %s, decode %s  [%s]\n", formatBytes(rep.InputBytes), formatBytes(rep.PrefillBytes), formatBytes(rep.DecodeBytes), rep.Device)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "output\trole\tscheme\ttensors\tSQNR dB\tmin dB\trtn dB\tworst rel RMSE\t")
+	for _, s := range rep.Summary {
+		rtn := "-"
+		if s.RTNSQNR != nil {
+			rtn = fmt.Sprintf("%.2f", float64(*s.RTNSQNR))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%s\t%.4f\t\n", s.Output, s.Role, s.Scheme, s.Tensors, float64(s.SQNR), float64(s.MinSQNR), rtn, float64(s.WorstRelRMSE))
+	}
+	tw.Flush()
+	if len(rep.Worst) > 0 {
+		fmt.Fprintln(w, "\nworst tensors:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for i, t := range rep.Worst {
+			if i == 5 {
+				break
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%.2f dB\trel RMSE %.4f\n", t.Tensor, t.Scheme, float64(t.SQNR), float64(t.RelRMSE))
+		}
+		tw.Flush()
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(w, "kept dense (unsupported): %s\n", s)
+	}
+	fmt.Fprintf(w, "\nwrote %s/prefill, %s/decode, %s/report.json\n", out, out, out)
+}
+
+func shortName(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n+1:]
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"pdq/quantize"
+	"pdq/quantize/convert"
+	"pdq/quantize/rules"
+	"pdq/safetensors"
+)
+
+// planFlags are the flags shared by plan, convert and verify: they decide what the outputs are.
+type planFlags struct {
+	groupSize     int
+	method        string
+	signedScales  bool
+	targets       string
+	ignore        string
+	decodeDense   string
+	only          string
+	maxShardSize  int64
+	onUnsupported string
+}
+
+func (f *planFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.groupSize, "group-size", 32, "INT4 group size along the input dimension: 32, 64, 128, or 0 for one scale per output channel")
+	fl.StringVar(&f.method, "method", "mse", "INT4 scale method: mse (search for the scale with the least squared error, then refine) or rtn (absmax/7.5, the compressed-tensors rule)")
+	fl.BoolVar(&f.signedScales, "signed-scales", false, "EXPERIMENTAL: Q4_0-style signed scales (the extreme value lands on -8); untested in the engines' kernels")
+	fl.StringVar(&f.targets, "targets", convert.DefaultTargets, "regex over module names: the Linear modules quantized to INT4 in the decode checkpoint")
+	fl.StringVar(&f.ignore, "ignore", "", "regex over module names kept out of every quantization (they stay as in the source, FP8 sources as BF16 in decode)")
+	fl.StringVar(&f.decodeDense, "decode-dense", "bf16", "non-target Linears in the decode checkpoint: bf16 (loads in vLLM and SGLang) or fp8 (compressed-tensors FP8 block group beside the INT4 group; vLLM; SGLang support unverified)")
+	fl.StringVar(&f.only, "only", "", "write only one output: prefill or decode")
+	f.maxShardSize = convert.DefaultMaxShardSize
+	fl.Var(bytesValue{&f.maxShardSize}, "max-shard-size", "largest output shard, e.g. 5GB or 512MiB")
+	fl.StringVar(&f.onUnsupported, "on-unsupported", "error", "a target that cannot be quantized (shape not divisible by the group): error, or skip (keep it dense and list it in the report)")
+}
+
+func (f *planFlags) options() convert.Options {
+	return convert.Options{
+		GroupSize: f.groupSize, Method: quantize.Method(f.method), SignedScales: f.signedScales,
+		Targets: f.targets, Ignore: f.ignore, DecodeDense: f.decodeDense, Only: f.only,
+		MaxShardSize: f.maxShardSize, OnUnsupported: f.onUnsupported,
+	}
+}
+
+// openPlan opens a source checkpoint and plans its conversion. Option errors are usage errors.
+func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint, error) {
+	ck, err := safetensors.Open(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := rules.LoadConfig(ck.Dir)
+	if err != nil {
+		ck.Close()
+		return nil, nil, err
+	}
+	p, err := convert.NewPlan(ck, cfg, f.options())
+	if err != nil {
+		ck.Close()
+		if isBadOptions(err) {
+			return nil, nil, usageError{err}
+		}
+		return nil, nil, err
+	}
+	return p, ck, nil
+}

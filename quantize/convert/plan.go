@@ -1,0 +1,421 @@
+// Package convert plans and runs the conversion of a source checkpoint into a prefill (FP8 block)
+// and a decode (compressed-tensors INT4) checkpoint, and checks what it wrote.
+//
+// Planning reads headers and config.json only: it decides a scheme for every module and computes
+// every output shard's header and every tensor's offset, so output sizes are known before any
+// tensor data is read.
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"pdq/quantize"
+	"pdq/quantize/rules"
+	"pdq/safetensors"
+)
+
+// Scheme says what an output does with one source module.
+type Scheme string
+
+// The schemes.
+const (
+	SchemeCopy     Scheme = "copy"      // bytes unchanged
+	SchemeInt4     Scheme = "int4"      // compressed-tensors pack-quantized group INT4
+	SchemeFP8Block Scheme = "fp8-block" // FP8 e4m3 with 128x128 block scales, quantized from dense values
+	SchemeFP8Keep  Scheme = "fp8-keep"  // FP8 source blocks kept as they are (renamed for compressed-tensors)
+	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
+)
+
+// DefaultTargets matches the routed-expert Linear modules of GLM, DeepSeek, Kimi and Qwen-style
+// checkpoints: "model.layers.7.mlp.experts.42.gate_proj" and friends.
+const DefaultTargets = `\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)$`
+
+// FP8BlockSize is the block edge of the FP8 schemes pdq writes.
+const FP8BlockSize = 128
+
+// DefaultMaxShardSize is the largest output shard unless told otherwise (5 GB, as the Hugging Face
+// tools use).
+const DefaultMaxShardSize = 5_000_000_000
+
+// Options decide the plan.
+type Options struct {
+	GroupSize     int             // INT4 group size: 32, 64, 128, or 0 for per channel
+	Method        quantize.Method // INT4 scale method
+	SignedScales  bool            // experimental Q4_0-style signed scales
+	Targets       string          // regex over module names selecting INT4 modules (default DefaultTargets)
+	Ignore        string          // regex over module names kept out of every quantization
+	DecodeDense   string          // "bf16" (default) or "fp8": what the decode checkpoint keeps for non-target Linears
+	Only          string          // "", "prefill" or "decode"
+	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
+	OnUnsupported string          // "error" (default) or "skip": keep unsupported targets dense and list them
+}
+
+// Sentinel errors of planning.
+var (
+	// ErrUnsupported: a target module cannot take the scheme (dtype, shape, group size).
+	ErrUnsupported = errors.New("unsupported module")
+	// ErrMissingScale: an FP8 weight without its scale companion.
+	ErrMissingScale = errors.New("FP8 weight without a scale companion")
+	// ErrBadOptions: options that contradict each other or the source.
+	ErrBadOptions = errors.New("invalid options")
+)
+
+func (o *Options) defaults() error {
+	if o.Method == "" {
+		o.Method = quantize.Method("mse")
+	}
+	if o.Targets == "" {
+		o.Targets = DefaultTargets
+	}
+	if o.DecodeDense == "" {
+		o.DecodeDense = "bf16"
+	}
+	if o.MaxShardSize <= 0 {
+		o.MaxShardSize = DefaultMaxShardSize
+	}
+	if o.OnUnsupported == "" {
+		o.OnUnsupported = "error"
+	}
+	switch {
+	case o.GroupSize != 0 && o.GroupSize != 32 && o.GroupSize != 64 && o.GroupSize != 128:
+		return fmt.Errorf("%w: group size %d (want 32, 64, 128, or 0 for per channel)", ErrBadOptions, o.GroupSize)
+	case o.DecodeDense != "bf16" && o.DecodeDense != "fp8":
+		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
+	case o.Only != "" && o.Only != "prefill" && o.Only != "decode":
+		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
+	case o.OnUnsupported != "error" && o.OnUnsupported != "skip":
+		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
+	case o.Method != "rtn" && o.Method != "mse":
+		return fmt.Errorf("%w: method %q (want rtn or mse)", ErrBadOptions, o.Method)
+	}
+	return nil
+}
+
+// Module is one unit of conversion: a Linear weight with its scale companion, or a plain tensor.
+type Module struct {
+	Name    string              // module name ("model.layers.3.mlp.experts.7.up_proj") or tensor name
+	Role    rules.Role          // what it does in the model
+	Linear  bool                // a Linear weight (quantizable)
+	Weight  *safetensors.Tensor // the weight, or the plain tensor
+	Scale   *safetensors.Tensor // FP8 scale companion (weight_scale_inv or weight_scale), or nil
+	Rows    int                 // out features (N)
+	Cols    int                 // in features (K)
+	Decode  Scheme
+	Prefill Scheme
+	// Skipped says why a target was kept dense under --on-unsupported skip.
+	Skipped string
+}
+
+// SourceBytes is the number of source bytes the module reads.
+func (m *Module) SourceBytes() int64 {
+	n := m.Weight.ByteSize()
+	if m.Scale != nil {
+		n += m.Scale.ByteSize()
+	}
+	return n
+}
+
+// Output is the planned layout of one output checkpoint.
+type Output struct {
+	Kind   string // "prefill" or "decode"
+	Shards []safetensors.ShardPlan
+	// CopySource: the output is the source's shard files unchanged (FP8 source prefill).
+	CopySource bool
+	Config     map[string]any // the config.json to write
+	// Where maps each output tensor name to its shard index in Shards.
+	Where map[string]int
+}
+
+// Bytes is the total size of the output's shard files.
+func (o *Output) Bytes(src *safetensors.Checkpoint) int64 {
+	var n int64
+	if o.CopySource {
+		for _, s := range src.Shards {
+			n += s.Size
+		}
+		return n
+	}
+	for _, s := range o.Shards {
+		n += s.Layout.FileSize
+	}
+	return n
+}
+
+// Plan is everything convert will do, computed from headers and config.json.
+type Plan struct {
+	Source  *safetensors.Checkpoint
+	Layout  rules.Detected
+	Config  map[string]any // the source config.json (nil when absent)
+	Options Options
+	Modules []*Module // in source file order
+	Prefill *Output   // nil with Only == "decode"
+	Decode  *Output   // nil with Only == "prefill"
+	// Skipped lists targets kept dense under --on-unsupported skip, with the reason.
+	Skipped []string
+}
+
+// neverQuantized are roles whose 2-D weights no output quantizes (FORMATS.md §2).
+var neverQuantized = map[rules.Role]bool{rules.RoleEmbedding: true, rules.RoleNorm: true, rules.RoleRouter: true}
+
+// NewPlan plans the conversion of src.
+func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	targets, err := regexp.Compile(o.Targets)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --targets: %v", ErrBadOptions, err)
+	}
+	var ignore *regexp.Regexp
+	if o.Ignore != "" {
+		if ignore, err = regexp.Compile(o.Ignore); err != nil {
+			return nil, fmt.Errorf("%w: --ignore: %v", ErrBadOptions, err)
+		}
+	}
+	ts := src.Tensors()
+	p := &Plan{Source: src, Layout: rules.Detect(ts, cfg), Config: cfg, Options: o}
+	if p.Layout.Layout == rules.LayoutCTInt4 {
+		return nil, fmt.Errorf("%w: %s is already compressed-tensors INT4; convert from its BF16 or FP8 original", ErrUnsupported, src.Dir)
+	}
+	if p.Layout.Layout == rules.LayoutFP8Block && len(p.Layout.BlockSize) == 2 && (p.Layout.BlockSize[0] != FP8BlockSize || p.Layout.BlockSize[1] != FP8BlockSize) {
+		return nil, fmt.Errorf("%w: FP8 block size %v (pdq reads %dx%d blocks)", ErrUnsupported, p.Layout.BlockSize, FP8BlockSize, FP8BlockSize)
+	}
+	if err := p.buildModules(ts, targets, ignore); err != nil {
+		return nil, err
+	}
+	if o.Only != "decode" {
+		if p.Prefill, err = p.planPrefill(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Only != "prefill" {
+		if p.Decode, err = p.planDecode(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// buildModules groups tensors into modules and picks each module's schemes.
+func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Regexp) error {
+	byName := make(map[string]*safetensors.Tensor, len(ts))
+	for _, t := range ts {
+		byName[t.Name] = t
+	}
+	companion := map[string]bool{}
+	for _, t := range ts {
+		module, suffix := rules.ModuleOf(t.Name)
+		if suffix != "weight" || len(t.Shape) != 2 {
+			continue
+		}
+		role := rules.RoleOf(t.Name)
+		if neverQuantized[role] {
+			continue
+		}
+		if s := byName[module+".weight_scale_inv"]; s != nil {
+			companion[s.Name] = true
+		} else if s := byName[module+".weight_scale"]; s != nil && t.DType == safetensors.F8E4M3 {
+			companion[s.Name] = true
+		}
+	}
+	fp8Source := p.Layout.Layout == rules.LayoutFP8Block || p.Layout.Layout == rules.LayoutCTFP8
+	for _, t := range ts {
+		if companion[t.Name] {
+			continue
+		}
+		module, suffix := rules.ModuleOf(t.Name)
+		m := &Module{Name: t.Name, Role: rules.RoleOf(t.Name), Weight: t, Decode: SchemeCopy, Prefill: SchemeCopy}
+		linear := suffix == "weight" && len(t.Shape) == 2 && !neverQuantized[m.Role]
+		if linear && (t.DType.IsFloat() || t.DType == safetensors.F8E4M3) {
+			m.Name, m.Linear = module, true
+			m.Rows, m.Cols = int(t.Shape[0]), int(t.Shape[1])
+			if t.DType == safetensors.F8E4M3 {
+				m.Scale = byName[module+".weight_scale_inv"]
+				if m.Scale == nil {
+					m.Scale = byName[module+".weight_scale"]
+				}
+				if m.Scale == nil {
+					return fmt.Errorf("convert: %s: tensor %q: %w (want %s.weight_scale_inv)", t.Shard.Name, t.Name, ErrMissingScale, module)
+				}
+			}
+			if err := p.chooseSchemes(m, targets, ignore, fp8Source); err != nil {
+				return err
+			}
+		}
+		p.Modules = append(p.Modules, m)
+	}
+	return nil
+}
+
+func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Source bool) error {
+	o := p.Options
+	ignored := ignore != nil && ignore.MatchString(m.Name)
+	fp8 := m.Weight.DType == safetensors.F8E4M3
+	// Prefill: FP8 sources pass through whole; dense sources get FP8 blocks.
+	if !fp8Source && !ignored {
+		m.Prefill = SchemeFP8Block
+	}
+	// Decode: targets to INT4, the rest per --decode-dense.
+	switch {
+	case ignored:
+		m.Decode = SchemeCopy
+		if fp8 {
+			m.Decode = SchemeBF16
+		}
+	case targets.MatchString(m.Name):
+		m.Decode = SchemeInt4
+		g := o.GroupSize
+		if g == 0 {
+			g = m.Cols
+		}
+		var why string
+		switch {
+		case m.Cols%g != 0:
+			why = fmt.Sprintf("in features %d not a multiple of group size %d", m.Cols, g)
+		case m.Cols%8 != 0:
+			why = fmt.Sprintf("in features %d not a multiple of 8 (packing)", m.Cols)
+		}
+		if why != "" {
+			if o.OnUnsupported != "skip" {
+				return fmt.Errorf("convert: %s: tensor %q: %w: %s (use --on-unsupported skip to keep it dense)", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
+			}
+			m.Skipped = why
+			p.Skipped = append(p.Skipped, m.Name+": "+why)
+			m.Decode = SchemeCopy
+			if fp8 {
+				m.Decode = SchemeBF16
+			}
+		}
+	case o.DecodeDense == "fp8":
+		m.Decode = SchemeFP8Block
+		if fp8 {
+			m.Decode = SchemeFP8Keep
+		}
+	default:
+		m.Decode = SchemeCopy
+		if fp8 {
+			m.Decode = SchemeBF16
+		}
+	}
+	if fp8 && m.Decode == SchemeFP8Keep && !isBlockScale(m) {
+		m.Decode = SchemeBF16 // per-channel FP8 has no block form to keep
+	}
+	return nil
+}
+
+// isBlockScale reports whether the module's FP8 scale is laid out in 128x128 blocks.
+func isBlockScale(m *Module) bool {
+	s := m.Scale
+	return s != nil && len(s.Shape) == 2 && s.Shape[0] == ceilDiv(int64(m.Rows), FP8BlockSize) && s.Shape[1] == ceilDiv(int64(m.Cols), FP8BlockSize)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// OutputSpecs returns the tensors module m contributes to an output ("prefill" or "decode").
+func (p *Plan) OutputSpecs(m *Module, kind string) []safetensors.TensorSpec {
+	scheme := m.Decode
+	if kind == "prefill" {
+		scheme = m.Prefill
+	}
+	n, k := int64(m.Rows), int64(m.Cols)
+	w := m.Weight
+	switch scheme {
+	case SchemeInt4:
+		g := int64(p.Options.GroupSize)
+		if g == 0 {
+			g = k
+		}
+		return []safetensors.TensorSpec{
+			{Name: m.Name + ".weight_packed", DType: safetensors.I32, Shape: []int64{n, k / 8}},
+			{Name: m.Name + ".weight_scale", DType: safetensors.BF16, Shape: []int64{n, k / g}},
+			{Name: m.Name + ".weight_shape", DType: safetensors.I64, Shape: []int64{2}},
+		}
+	case SchemeFP8Block:
+		scale := ".weight_scale_inv" // DeepSeek-style prefill
+		if kind == "decode" {
+			scale = ".weight_scale" // compressed-tensors naming
+		}
+		return []safetensors.TensorSpec{
+			{Name: m.Name + ".weight", DType: safetensors.F8E4M3, Shape: []int64{n, k}},
+			{Name: m.Name + scale, DType: safetensors.F32, Shape: []int64{ceilDiv(n, FP8BlockSize), ceilDiv(k, FP8BlockSize)}},
+		}
+	case SchemeFP8Keep:
+		return []safetensors.TensorSpec{
+			{Name: m.Name + ".weight", DType: safetensors.F8E4M3, Shape: w.Shape},
+			{Name: m.Name + ".weight_scale", DType: m.Scale.DType, Shape: m.Scale.Shape},
+		}
+	case SchemeBF16:
+		return []safetensors.TensorSpec{{Name: m.Name + ".weight", DType: safetensors.BF16, Shape: w.Shape}}
+	}
+	specs := []safetensors.TensorSpec{{Name: w.Name, DType: w.DType, Shape: w.Shape}}
+	if m.Scale != nil { // an FP8 module copied whole (prefill of an FP8 source is a file copy, so decode only)
+		specs = append(specs, safetensors.TensorSpec{Name: m.Scale.Name, DType: m.Scale.DType, Shape: m.Scale.Shape})
+	}
+	return specs
+}
+
+func (p *Plan) planOutput(kind string) (*Output, error) {
+	var specs []safetensors.TensorSpec
+	for _, m := range p.Modules {
+		specs = append(specs, p.OutputSpecs(m, kind)...)
+	}
+	meta := map[string]string{"producer": "pdq"}
+	shards, err := safetensors.PlanShards(specs, p.Options.MaxShardSize, meta)
+	if err != nil {
+		return nil, fmt.Errorf("convert: plan %s shards: %w", kind, err)
+	}
+	out := &Output{Kind: kind, Shards: shards, Where: map[string]int{}}
+	for i, s := range shards {
+		for _, t := range s.Specs {
+			out.Where[t.Name] = i
+		}
+	}
+	return out, nil
+}
+
+func (p *Plan) planPrefill() (*Output, error) {
+	if l := p.Layout.Layout; l == rules.LayoutFP8Block || l == rules.LayoutCTFP8 {
+		return &Output{Kind: "prefill", CopySource: true, Config: p.Config}, nil
+	}
+	out, err := p.planOutput("prefill")
+	if err != nil {
+		return nil, err
+	}
+	out.Config = p.prefillConfig()
+	return out, nil
+}
+
+func (p *Plan) planDecode() (*Output, error) {
+	out, err := p.planOutput("decode")
+	if err != nil {
+		return nil, err
+	}
+	out.Config = p.decodeConfig()
+	return out, nil
+}
+
+// Counts returns, per role and scheme, the number of modules of an output.
+func (p *Plan) Counts(kind string) map[string]map[string]int {
+	c := map[string]map[string]int{}
+	for _, m := range p.Modules {
+		s := m.Decode
+		if kind == "prefill" {
+			s = m.Prefill
+		}
+		if c[string(m.Role)] == nil {
+			c[string(m.Role)] = map[string]int{}
+		}
+		c[string(m.Role)][string(s)]++
+	}
+	return c
+}
+
+// describe is used in error messages.
+func (m *Module) describe() string {
+	return fmt.Sprintf("%s: tensor %q", m.Weight.Shard.Name, m.Weight.Name)
+}
+
+var _ = strings.TrimSpace

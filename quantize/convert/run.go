@@ -1,0 +1,644 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"pdq/kernels"
+	"pdq/quantize"
+	"pdq/safetensors"
+)
+
+// RunOptions control how a plan is executed (not what it produces).
+type RunOptions struct {
+	Workers     int             // compute workers; <= 0 means GOMAXPROCS
+	MaxMemory   int64           // bytes of tensor data in flight (default 4 GiB)
+	PrefillMode string          // "copy" (default) or "link": how an FP8 source's shards reach prefill/
+	Resume      bool            // continue a run in a non-empty output directory
+	Force       bool            // start over in a non-empty output directory
+	Backend     kernels.Backend // nil: the CPU backend
+	Device      string          // recorded in the report ("cpu", or the GPU name)
+	Tool        string          // tool name and version recorded in outputs
+	// Progress, when set, is called with the source bytes done after each slab (from any goroutine).
+	Progress func(done, total int64, tensor string)
+}
+
+// ErrNotEmpty: the output directory holds files and neither Resume nor Force was given.
+var ErrNotEmpty = errors.New("output directory is not empty (use --resume to continue or --force to start over)")
+
+// ErrSourceChanged: a source shard changed while it was being converted.
+var ErrSourceChanged = errors.New("source shard changed during the conversion")
+
+// DefaultMaxMemory is the default budget of tensor bytes in flight.
+const DefaultMaxMemory = 4 << 30
+
+// runner is the state of one conversion.
+type runner struct {
+	plan            *Plan
+	ro              RunOptions
+	dir             string
+	prefill, decode *shardSet
+	journal         *journal
+	jmu             sync.Mutex
+	results         [][]slabResult
+	left            []atomic.Int32 // slabs left per module
+	records         map[string][]record
+	done            atomic.Int64
+	total           int64
+	budget          *budget
+}
+
+// Run executes plan p into dir (dir/prefill, dir/decode, dir/report.json) and returns the report.
+func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, error) {
+	if ro.Workers <= 0 {
+		ro.Workers = runtime.GOMAXPROCS(0)
+	}
+	if ro.MaxMemory <= 0 {
+		ro.MaxMemory = DefaultMaxMemory
+	}
+	if ro.PrefillMode == "" {
+		ro.PrefillMode = "copy"
+	}
+	if ro.PrefillMode != "copy" && ro.PrefillMode != "link" {
+		return nil, fmt.Errorf("%w: prefill mode %q (want copy or link)", ErrBadOptions, ro.PrefillMode)
+	}
+	if ro.Tool == "" {
+		ro.Tool = "pdq"
+	}
+	if err := prepareDir(dir, ro); err != nil {
+		return nil, err
+	}
+	j, err := loadJournal(dir)
+	if err != nil {
+		return nil, err
+	}
+	id := p.ID()
+	if j.PlanID != "" && j.PlanID != id {
+		return nil, fmt.Errorf("convert: %s was started with other options or another source (use --force to start over)", dir)
+	}
+	j.PlanID = id
+	if err := verifyJournal(dir, j); err != nil {
+		return nil, err
+	}
+	if err := j.save(dir); err != nil {
+		return nil, err
+	}
+	r := &runner{plan: p, ro: ro, dir: dir, journal: j, records: map[string][]record{}, budget: newBudget(ro.MaxMemory)}
+	for _, out := range []*Output{p.Prefill, p.Decode} {
+		if out == nil || out.CopySource {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(dir, out.Kind), 0o755); err != nil {
+			return nil, fmt.Errorf("convert: %w", err)
+		}
+		set := newShardSet(out, filepath.Join(dir, out.Kind), j)
+		if out.Kind == "prefill" {
+			r.prefill = set
+		} else {
+			r.decode = set
+		}
+	}
+	for _, fs := range j.Shards {
+		for _, rec := range fs.Records {
+			r.records[rec.Row.Output+"\x00"+rec.Row.Tensor] = append(r.records[rec.Row.Output+"\x00"+rec.Row.Tensor], rec)
+		}
+	}
+	if err := r.convert(ctx); err != nil {
+		if r.prefill != nil {
+			r.prefill.abort()
+		}
+		if r.decode != nil {
+			r.decode.abort()
+		}
+		return nil, err
+	}
+	if p.Prefill != nil && p.Prefill.CopySource {
+		if err := r.copySource(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkSourceUnchanged(p.Source); err != nil {
+		return nil, err
+	}
+	return r.finish()
+}
+
+// prepareDir creates dir or checks that it may be used.
+func prepareDir(dir string, ro RunOptions) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	if len(ents) == 0 {
+		return nil
+	}
+	switch {
+	case ro.Force:
+		for _, name := range []string{"prefill", "decode", "report.json", JournalName} {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("convert: %w", err)
+			}
+		}
+		return nil
+	case ro.Resume:
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, JournalName)); err == nil {
+		return fmt.Errorf("convert: %s: %w", dir, ErrNotEmpty)
+	}
+	return fmt.Errorf("convert: %s: %w", dir, ErrNotEmpty)
+}
+
+// verifyJournal drops journal entries whose file is missing or differs from what was recorded.
+func verifyJournal(dir string, j *journal) error {
+	keys := make([]string, 0, len(j.Shards))
+	for k := range j.Shards {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fs := j.Shards[k]
+		size, sum, err := hashFile(filepath.Join(dir, filepath.FromSlash(k)))
+		if err != nil || size != fs.Size || sum != fs.SHA256 {
+			slog.Warn("finished shard missing or changed; redoing it", "shard", k)
+			delete(j.Shards, k)
+		}
+	}
+	return nil
+}
+
+// ID identifies the plan: the source headers and the options. A resumed run must have the same ID.
+func (p *Plan) ID() string {
+	h := sha256.New()
+	for _, s := range p.Source.Shards {
+		fmt.Fprintf(h, "%s %d %d\n", s.Name, s.Size, s.Header.DataStart)
+	}
+	b, _ := json.Marshal(p.Options)
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// convert streams the source through the workers.
+func (r *runner) convert(ctx context.Context) error {
+	p := r.plan
+	r.results = make([][]slabResult, len(p.Modules))
+	r.left = make([]atomic.Int32, len(p.Modules))
+	var slabs []*slab
+	for mi, m := range p.Modules {
+		if r.moduleFinished(m) {
+			continue
+		}
+		rows, _ := rowsOf(m)
+		step := slabRows(m)
+		n := 0
+		for r0 := 0; r0 < rows || (rows == 0 && n == 0); r0 += step {
+			slabs = append(slabs, &slab{mi: mi, si: n, r0: r0, r1: min(rows, r0+step)})
+			n++
+			if rows == 0 {
+				break
+			}
+		}
+		r.results[mi] = make([]slabResult, n)
+		r.left[mi].Store(int32(n))
+		r.total += m.SourceBytes()
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	work := make(chan *slab, r.ro.Workers)
+	var wg sync.WaitGroup
+	for range r.ro.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk := &worker{r: r, backend: r.ro.Backend}
+			for s := range work {
+				err := wk.process(ctx, s)
+				s.raw, s.scaleRaw = nil, nil
+				if err == nil {
+					err = r.slabDone(s)
+				}
+				r.budget.release(s.cost)
+				if err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+	err := r.read(ctx, slabs, work)
+	close(work)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// read is the single reader: it reads slabs in file order within the memory budget.
+func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab) error {
+	src := r.plan.Source
+	for _, s := range slabs {
+		m := r.plan.Modules[s.mi]
+		_, rowBytes := rowsOf(m)
+		n := int64(s.r1-s.r0) * rowBytes
+		if m.Weight.ByteSize() == 0 {
+			n = 0
+		}
+		elems := int64(s.r1-s.r0) * int64(max(m.Cols, 1))
+		s.cost = 2*n + 16*elems
+		if err := r.budget.acquire(ctx, s.cost); err != nil {
+			return err
+		}
+		s.raw = make([]byte, n)
+		if err := src.ReadTensorAt(m.Weight, s.raw, int64(s.r0)*rowBytes); err != nil {
+			r.budget.release(s.cost)
+			return fmt.Errorf("convert: read %s: %w", m.describe(), err)
+		}
+		if m.Scale != nil {
+			sr0, sr1 := scaleRange(m, s.r0, s.r1)
+			srow := m.Scale.ByteSize() / max(m.Scale.Shape[0], 1)
+			s.scaleRaw = make([]byte, (sr1-sr0)*srow)
+			if err := src.ReadTensorAt(m.Scale, s.scaleRaw, sr0*srow); err != nil {
+				r.budget.release(s.cost)
+				return fmt.Errorf("convert: read %s: %w", m.describe(), err)
+			}
+		}
+		select {
+		case work <- s:
+		case <-ctx.Done():
+			r.budget.release(s.cost)
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// moduleFinished reports whether every output tensor of m is in a shard finished by an earlier run.
+func (r *runner) moduleFinished(m *Module) bool {
+	for _, set := range []*shardSet{r.prefill, r.decode} {
+		if set == nil {
+			continue
+		}
+		for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
+			if !set.finished(spec.Name) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// slabDone records progress and, after a module's last slab, its report rows and shard completions.
+func (r *runner) slabDone(s *slab) error {
+	m := r.plan.Modules[s.mi]
+	_, rowBytes := rowsOf(m)
+	done := r.done.Add(int64(s.r1-s.r0) * rowBytes)
+	if r.ro.Progress != nil {
+		r.ro.Progress(done, r.total, m.Weight.Name)
+	}
+	if r.left[s.mi].Add(-1) != 0 {
+		return nil
+	}
+	r.moduleRecords(s.mi)
+	for _, set := range []*shardSet{r.prefill, r.decode} {
+		if set == nil {
+			continue
+		}
+		for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
+			i, err := set.complete(spec.Name)
+			if err != nil {
+				return err
+			}
+			if i >= 0 {
+				if err := r.journalShard(set, i); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// moduleRecords merges a finished module's slab metrics (in slab order) into report records.
+func (r *runner) moduleRecords(mi int) {
+	m := r.plan.Modules[mi]
+	res := r.results[mi]
+	add := func(kind string, scheme Scheme, tensor string, pick func(*slabResult) *quantize.Metrics, rtn bool) {
+		var total, rtnTotal quantize.Metrics
+		for i := range res {
+			total.Merge(*pick(&res[i]))
+			if rtn {
+				rtnTotal.Merge(res[i].rtn)
+			}
+		}
+		row := newTensorReport(kind, m, tensor, scheme, total)
+		rec := record{Row: row, M: total}
+		if rtn {
+			v := Float(rtnTotal.SQNR())
+			rec.Row.RTNSQNR, rec.RTN = &v, &rtnTotal
+			rec.Row.GroupSize, rec.Row.Method = r.plan.Options.GroupSize, string(r.plan.Options.Method)
+		}
+		r.jmu.Lock()
+		r.records[kind+"\x00"+tensor] = []record{rec}
+		r.jmu.Unlock()
+	}
+	if r.prefill != nil && m.Prefill == SchemeFP8Block {
+		add("prefill", m.Prefill, m.Name+".weight", func(x *slabResult) *quantize.Metrics { return &x.prefill }, false)
+	}
+	if r.decode != nil {
+		switch m.Decode {
+		case SchemeInt4:
+			add("decode", m.Decode, m.Name+".weight_packed", func(x *slabResult) *quantize.Metrics { return &x.decode }, true)
+		case SchemeFP8Block, SchemeBF16:
+			add("decode", m.Decode, m.Name+".weight", func(x *slabResult) *quantize.Metrics { return &x.decode }, false)
+		}
+	}
+	r.results[mi] = nil
+}
+
+// journalShard hashes a finished shard and records it with the report rows of its tensors.
+func (r *runner) journalShard(set *shardSet, i int) error {
+	key := set.key(i)
+	size, sum, err := hashFile(filepath.Join(set.dir, set.out.Shards[i].FileName))
+	if err != nil {
+		return err
+	}
+	fs := &finishedShard{Size: size, SHA256: sum}
+	r.jmu.Lock()
+	defer r.jmu.Unlock()
+	for _, spec := range set.out.Shards[i].Specs {
+		fs.Records = append(fs.Records, r.records[set.out.Kind+"\x00"+spec.Name]...)
+	}
+	r.journal.Shards[key] = fs
+	return r.journal.save(r.dir)
+}
+
+// copySource copies or links an FP8 source's shards into prefill/ unchanged.
+func (r *runner) copySource(ctx context.Context) error {
+	dst := filepath.Join(r.dir, "prefill")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	for _, s := range r.plan.Source.Shards {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		key := "prefill/" + s.Name
+		if _, ok := r.journal.Shards[key]; ok {
+			continue
+		}
+		out := filepath.Join(dst, s.Name)
+		if err := copyOrLink(s.Path, out, r.ro.PrefillMode == "link"); err != nil {
+			return err
+		}
+		size, sum, err := hashFile(out)
+		if err != nil {
+			return err
+		}
+		r.journal.Shards[key] = &finishedShard{Size: size, SHA256: sum}
+		if err := r.journal.save(r.dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyOrLink makes dst a copy of src (temp name, then rename), or a hard link when link is set
+// and both are on one filesystem.
+func copyOrLink(src, dst string, link bool) error {
+	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
+	os.Remove(tmp)
+	if link {
+		if err := os.Link(src, tmp); err == nil {
+			return os.Rename(tmp, dst)
+		}
+		slog.Info("hard link not possible; copying", "src", src)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("convert: copy %s: %w", src, err)
+	}
+	return nil
+}
+
+// checkSourceUnchanged compares each source shard's size and modification time with what Open saw.
+func checkSourceUnchanged(src *safetensors.Checkpoint) error {
+	for _, s := range src.Shards {
+		fi, err := os.Stat(s.Path)
+		if err != nil {
+			return fmt.Errorf("convert: %s: %w: %v", s.Name, ErrSourceChanged, err)
+		}
+		if fi.Size() != s.Size || !fi.ModTime().Equal(s.ModTime) {
+			return fmt.Errorf("convert: %s: %w (size or modification time differs)", s.Name, ErrSourceChanged)
+		}
+	}
+	return nil
+}
+
+// finish writes the indexes, configs, side files and the report: the last steps, so that a
+// directory without them is recognisably unfinished.
+func (r *runner) finish() (*Report, error) {
+	p := r.plan
+	for _, set := range []*shardSet{r.prefill, r.decode} {
+		if set != nil && !set.allDone() {
+			return nil, fmt.Errorf("convert: internal: %s has unfinished shards", set.out.Kind)
+		}
+	}
+	extra := map[string]any{"producer": r.ro.Tool}
+	for _, out := range []*Output{p.Prefill, p.Decode} {
+		if out == nil {
+			continue
+		}
+		dir := filepath.Join(r.dir, out.Kind)
+		if out.CopySource {
+			if p.Source.IndexPath != "" {
+				if err := copyOrLink(p.Source.IndexPath, filepath.Join(dir, safetensors.IndexFileName), false); err != nil {
+					return nil, err
+				}
+			}
+		} else if err := safetensors.WriteIndex(dir, out.Shards, extra); err != nil {
+			return nil, err
+		}
+		if err := copySideFiles(p.Source.Dir, dir); err != nil {
+			return nil, err
+		}
+		if out.CopySource {
+			if err := copyOrLink(filepath.Join(p.Source.Dir, "config.json"), filepath.Join(dir, "config.json"), false); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		} else if out.Config != nil {
+			b, err := json.MarshalIndent(out.Config, "", "  ")
+			if err != nil {
+				return nil, err
+			}
+			if err := writeFileAtomic(filepath.Join(dir, "config.json"), append(b, '\n')); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rep := r.report()
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(r.dir, "report.json"), append(b, '\n')); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// report assembles report.json from the records, in plan order.
+func (r *runner) report() *Report {
+	p := r.plan
+	rep := &Report{
+		Tool: r.ro.Tool, Source: p.Source.Dir, SourceLayout: p.Layout, Device: r.ro.Device,
+		InputBytes: p.InputBytes(), Skipped: p.Skipped,
+		Options: ReportOptions{GroupSize: p.Options.GroupSize, Method: string(p.Options.Method), SignedScales: p.Options.SignedScales,
+			Targets: p.Options.Targets, Ignore: p.Options.Ignore, DecodeDense: p.Options.DecodeDense, Only: p.Options.Only,
+			MaxShardSize: p.Options.MaxShardSize},
+	}
+	if p.Prefill != nil {
+		rep.PrefillBytes = p.Prefill.Bytes(p.Source)
+	}
+	if p.Decode != nil {
+		rep.DecodeBytes = p.Decode.Bytes(p.Source)
+	}
+	sums := map[[3]string]*roleAcc{}
+	for _, kind := range []string{"prefill", "decode"} {
+		for _, m := range p.Modules {
+			var tensor string
+			switch s := m.Decode; {
+			case kind == "prefill" && m.Prefill == SchemeFP8Block:
+				tensor = m.Name + ".weight"
+			case kind == "decode" && s == SchemeInt4:
+				tensor = m.Name + ".weight_packed"
+			case kind == "decode" && (s == SchemeFP8Block || s == SchemeBF16):
+				tensor = m.Name + ".weight"
+			}
+			recs := r.records[kind+"\x00"+tensor]
+			if tensor == "" || len(recs) == 0 {
+				continue
+			}
+			rec := recs[0]
+			rep.Tensors = append(rep.Tensors, rec.Row)
+			k := [3]string{kind, rec.Row.Role, rec.Row.Scheme}
+			if sums[k] == nil {
+				sums[k] = &roleAcc{}
+			}
+			sums[k].add(rec.Row, rec.M, rec.RTN)
+		}
+	}
+	rep.finish(sums)
+	return rep
+}
+
+// InputBytes is the total size of the source's shard files.
+func (p *Plan) InputBytes() int64 {
+	var n int64
+	for _, s := range p.Source.Shards {
+		n += s.Size
+	}
+	return n
+}
+
+// copySideFiles copies every regular file of the source directory that is not a weight shard, the
+// index or config.json (tokenizer files, generation_config.json, chat templates, *.py, LICENSE,
+// README) into dst.
+func copySideFiles(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
+			name == safetensors.IndexFileName || name == "config.json" {
+			continue
+		}
+		if err := copyOrLink(filepath.Join(src, name), filepath.Join(dst, name), false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// budget bounds the bytes in flight.
+type budget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	limit int64
+	used  int64
+}
+
+func newBudget(limit int64) *budget {
+	b := &budget{limit: limit}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire waits until n bytes fit (a single request larger than the limit runs alone).
+func (b *budget) acquire(ctx context.Context, n int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used > 0 && b.used+n > b.limit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.cond.Wait()
+	}
+	b.used += n
+	return ctx.Err()
+}
+
+func (b *budget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}

@@ -1,0 +1,278 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"pdq/kernels"
+	"pdq/quantize"
+	"pdq/safetensors"
+)
+
+// slab is a range of rows of one module, the unit of work: read, decode, quantize, write.
+type slab struct {
+	mi, si   int // module index, slab index within the module
+	r0, r1   int // rows
+	raw      []byte
+	scaleRaw []byte
+	cost     int64
+}
+
+// slabResult holds the metrics one slab produced, per output.
+type slabResult struct {
+	prefill, decode quantize.Metrics
+	rtn             quantize.Metrics
+}
+
+// rowsOf returns the number of rows a module is cut into and the bytes per row of its weight.
+func rowsOf(m *Module) (rows int, rowBytes int64) {
+	if m.Linear {
+		return m.Rows, m.Weight.ByteSize() / int64(max(m.Rows, 1))
+	}
+	if len(m.Weight.Shape) >= 1 && m.Weight.Shape[0] > 0 {
+		return int(m.Weight.Shape[0]), m.Weight.ByteSize() / m.Weight.Shape[0]
+	}
+	return 1, m.Weight.ByteSize()
+}
+
+// slabElems is the number of weights per slab: 4 Mi elements (16 MiB as float32) keeps every
+// worker busy on GLM-5-sized experts while bounding memory.
+const slabElems = 4 << 20
+
+// slabRows returns the rows per slab for module m; Linear modules use multiples of the FP8 block.
+func slabRows(m *Module) int {
+	rows, _ := rowsOf(m)
+	cols := max(m.Cols, 1)
+	if !m.Linear {
+		if len(m.Weight.Shape) >= 1 && m.Weight.Shape[0] > 0 {
+			cols = int(m.Weight.NumElements() / m.Weight.Shape[0])
+		}
+		return max(1, min(rows, slabElems/max(cols, 1)))
+	}
+	n := max(FP8BlockSize, (slabElems/cols)/FP8BlockSize*FP8BlockSize)
+	return max(1, min(rows, n))
+}
+
+// needsValues reports whether a scheme needs the module's float32 values.
+func needsValues(s Scheme) bool { return s == SchemeInt4 || s == SchemeFP8Block || s == SchemeBF16 }
+
+// scaleRange returns the rows of the FP8 scale tensor that cover weight rows [r0, r1).
+func scaleRange(m *Module, r0, r1 int) (int64, int64) {
+	if m.Scale == nil {
+		return 0, 0
+	}
+	srows := m.Scale.Shape[0]
+	if len(m.Scale.Shape) == 2 && srows == int64(m.Rows) { // per channel [N, 1]
+		return int64(r0), int64(r1)
+	}
+	block := ceilDiv(int64(m.Rows), srows)
+	return int64(r0) / block, ceilDiv(int64(r1), block)
+}
+
+// decodeSource turns a slab's source bytes into float32 values.
+func decodeSource(dst []float32, m *Module, s *slab) error {
+	w := m.Weight
+	if m.Scale == nil {
+		return quantize.DecodeDense(dst, s.raw, w.DType)
+	}
+	sr0, sr1 := scaleRange(m, s.r0, s.r1)
+	scale := make([]float32, (sr1-sr0)*int64(scaleCols(m)))
+	if err := safetensors.DecodeFloat32(scale, s.scaleRaw, m.Scale.DType); err != nil {
+		return fmt.Errorf("tensor %q: %w", m.Scale.Name, err)
+	}
+	rows, cols := s.r1-s.r0, m.Cols
+	if len(m.Scale.Shape) == 2 && m.Scale.Shape[0] == int64(m.Rows) && m.Scale.Shape[1] == 1 {
+		return quantize.DecodeFP8Channel(dst, s.raw, scale, rows, cols)
+	}
+	// Block scales: rows and columns per block from the full tensor's shapes.
+	bRows := int(ceilDiv(int64(m.Rows), m.Scale.Shape[0]))
+	bCols := int(ceilDiv(int64(m.Cols), int64(scaleCols(m))))
+	sc := scaleCols(m)
+	safetensors.DecodeF8E4M3(dst, s.raw[:rows*cols])
+	for r := range rows {
+		srow := scale[(r/bRows)*sc : (r/bRows+1)*sc]
+		row := dst[r*cols : (r+1)*cols]
+		for c := range row {
+			row[c] *= srow[c/bCols]
+		}
+	}
+	return nil
+}
+
+func scaleCols(m *Module) int {
+	if len(m.Scale.Shape) == 2 {
+		return int(m.Scale.Shape[1])
+	}
+	return 1
+}
+
+// worker holds the reusable state of one worker goroutine.
+type worker struct {
+	r       *runner
+	vals    []float32
+	deq     []float32
+	backend kernels.Backend
+}
+
+// process runs one slab through both outputs.
+func (wk *worker) process(ctx context.Context, s *slab) error {
+	r := wk.r
+	m := r.plan.Modules[s.mi]
+	rows := s.r1 - s.r0
+	var vals []float32
+	if (r.prefill != nil && needsValues(m.Prefill)) || (r.decode != nil && needsValues(m.Decode)) {
+		n := rows * m.Cols
+		wk.vals = grow(wk.vals, n)
+		vals = wk.vals[:n]
+		if err := decodeSource(vals, m, s); err != nil {
+			return fmt.Errorf("convert: %s: %w", m.describe(), err)
+		}
+		if err := quantize.CheckFinite(m.Weight.Name, vals); err != nil {
+			return fmt.Errorf("convert: %s: %w", m.Weight.Shard.Name, err)
+		}
+	}
+	res := &r.results[s.mi][s.si]
+	if r.prefill != nil {
+		if err := wk.emit(ctx, r.prefill, "prefill", m.Prefill, m, s, vals, &res.prefill, nil); err != nil {
+			return err
+		}
+	}
+	if r.decode != nil {
+		if err := wk.emit(ctx, r.decode, "decode", m.Decode, m, s, vals, &res.decode, &res.rtn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emit writes one output's tensors for a slab and measures what was written.
+func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme Scheme, m *Module, s *slab, vals []float32, met, rtn *quantize.Metrics) error {
+	rows := s.r1 - s.r0
+	base := int64(s.r0) * int64(m.Cols)
+	_, rowBytes := rowsOf(m)
+	switch scheme {
+	case SchemeCopy:
+		if err := set.write(m.Weight.Name, int64(s.r0)*rowBytes, s.raw); err != nil {
+			return err
+		}
+		if m.Scale != nil {
+			return wk.writeScaleRows(set, m.Scale.Name, m, s)
+		}
+		return nil
+	case SchemeFP8Keep:
+		if err := set.write(m.Name+".weight", int64(s.r0)*rowBytes, s.raw); err != nil {
+			return err
+		}
+		return wk.writeScaleRows(set, m.Name+".weight_scale", m, s)
+	case SchemeBF16:
+		out := make([]byte, 2*len(vals))
+		if err := safetensors.EncodeFloat32(out, vals, safetensors.BF16); err != nil {
+			return err
+		}
+		if err := set.write(m.Name+".weight", base*2, out); err != nil {
+			return err
+		}
+		wk.deq = grow(wk.deq, len(vals))
+		safetensors.DecodeBF16(wk.deq[:len(vals)], out)
+		met.Add(vals, wk.deq[:len(vals)], base)
+		return nil
+	case SchemeFP8Block:
+		q, err := quantize.QuantizeFP8Block(ctx, vals, rows, m.Cols, 1)
+		if err != nil {
+			return fmt.Errorf("convert: %s: %w", m.describe(), err)
+		}
+		name := m.Name + ".weight_scale_inv"
+		if kind == "decode" {
+			name = m.Name + ".weight_scale"
+		}
+		if err := set.write(m.Name+".weight", base, q.Data); err != nil {
+			return err
+		}
+		sb := make([]byte, 4*len(q.ScaleInv))
+		for i, v := range q.ScaleInv {
+			binary.LittleEndian.PutUint32(sb[4*i:], math.Float32bits(v))
+		}
+		sc := ceilDiv(int64(m.Cols), FP8BlockSize)
+		if err := set.write(name, int64(s.r0/FP8BlockSize)*sc*4, sb); err != nil {
+			return err
+		}
+		wk.deq = grow(wk.deq, len(vals))
+		if err := quantize.DequantizeFP8Block(wk.deq[:len(vals)], q.Data, q.ScaleInv, rows, m.Cols); err != nil {
+			return err
+		}
+		met.Add(vals, wk.deq[:len(vals)], base)
+		return nil
+	case SchemeInt4:
+		return wk.emitInt4(ctx, set, m, s, vals, met, rtn)
+	}
+	return fmt.Errorf("convert: internal: scheme %q", scheme)
+}
+
+func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *slab, vals []float32, met, rtn *quantize.Metrics) error {
+	o := wk.r.plan.Options
+	rows := s.r1 - s.r0
+	base := int64(s.r0) * int64(m.Cols)
+	g := o.GroupSize
+	if g == 0 {
+		g = m.Cols
+	}
+	opt := quantize.Int4Options{GroupSize: o.GroupSize, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
+	q, err := quantize.QuantizeInt4(ctx, vals, rows, m.Cols, opt)
+	if err != nil {
+		return fmt.Errorf("convert: %s: %w", m.describe(), err)
+	}
+	if err := set.write(m.Name+".weight_packed", int64(s.r0)*int64(m.Cols/8)*4, q.Packed); err != nil {
+		return err
+	}
+	if err := set.write(m.Name+".weight_scale", int64(s.r0)*int64(m.Cols/g)*2, q.Scales); err != nil {
+		return err
+	}
+	if s.r0 == 0 {
+		shape := make([]byte, 16)
+		binary.LittleEndian.PutUint64(shape, uint64(m.Rows))
+		binary.LittleEndian.PutUint64(shape[8:], uint64(m.Cols))
+		if err := set.write(m.Name+".weight_shape", 0, shape); err != nil {
+			return err
+		}
+	}
+	wk.deq = grow(wk.deq, len(vals))
+	deq := wk.deq[:len(vals)]
+	if err := quantize.DequantizeInt4(deq, q.Packed, q.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
+		return err
+	}
+	met.Add(vals, deq, base)
+	met.Clipped += q.Clipped
+	if o.Method == "rtn" && !o.SignedScales {
+		*rtn = *met
+		return nil
+	}
+	opt.Method, opt.SignedScales = "rtn", false
+	qr, err := quantize.QuantizeInt4(ctx, vals, rows, m.Cols, opt)
+	if err != nil {
+		return err
+	}
+	if err := quantize.DequantizeInt4(deq, qr.Packed, qr.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
+		return err
+	}
+	rtn.Add(vals, deq, base)
+	return nil
+}
+
+// writeScaleRows copies the slab's rows of an FP8 scale tensor to output tensor name.
+func (wk *worker) writeScaleRows(set *shardSet, name string, m *Module, s *slab) error {
+	if len(s.scaleRaw) == 0 {
+		return nil // a later slab of the same scale block row: written once by the first
+	}
+	sr0, _ := scaleRange(m, s.r0, s.r1)
+	rowBytes := m.Scale.ByteSize() / max(m.Scale.Shape[0], 1)
+	return set.write(name, sr0*rowBytes, s.scaleRaw)
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
