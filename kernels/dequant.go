@@ -1,0 +1,38 @@
+package kernels
+
+import "encoding/binary"
+
+// DequantizeInt4 implements Backend. Per group it builds the 16 products (k-8)·s once, so each
+// element is a table lookup; the products are exact for BF16 scales and rounded once otherwise.
+func (CPU) DequantizeInt4(dst []float32, packed []byte, scales []float32, rows, cols, groupSize int) error {
+	g := groupSize
+	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
+		return shapeErr("INT4 row", cols, g)
+	}
+	n := rows * cols
+	switch {
+	case len(dst) != n:
+		return shapeErr("destination", len(dst), n)
+	case len(packed) != n/2:
+		return shapeErr("packed bytes", len(packed), n/2)
+	case len(scales) != n/g:
+		return shapeErr("scales", len(scales), n/g)
+	}
+	var lut [16]float32
+	for k, s := range scales {
+		for i := range lut {
+			lut[i] = float32(i-8) * s
+		}
+		d := dst[k*g : (k+1)*g]
+		p := packed[k*g/2 : (k+1)*g/2]
+		for len(d) >= 8 {
+			w := binary.LittleEndian.Uint32(p)
+			dd := d[:8:8]
+			for j := range 8 {
+				dd[j] = lut[w>>(4*j)&15]
+			}
+			d, p = d[8:], p[4:]
+		}
+	}
+	return nil
+}

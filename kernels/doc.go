@@ -1,0 +1,25 @@
+// Package kernels holds the compute loops of quantization behind one small interface, Backend.
+//
+// CPU, the default backend, is plain Go and is the specification: any other backend (CUDA, SIMD)
+// must produce the same bytes for the same input. The loops are therefore written so that their
+// floating-point results are fully determined:
+//
+//   - all arithmetic on weights is float32, IEEE round to nearest even; no fused multiply-add
+//     (every product is rounded before it is added: in Go an explicit float32(...) conversion, in
+//     CUDA __fmul_rn/__fadd_rn or -fmad=false);
+//   - every sum over a group uses eight lanes: lane j accumulates elements j, j+8, j+16, ... in
+//     index order, and the lanes combine as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7));
+//   - rounding to an integer level is round-half-to-even (rintf); the Go loops use the exact
+//     float32 trick (v + 1.5·2^23) - 1.5·2^23, valid because levels are clamped to [-8, 7] first;
+//   - BF16 rounding is round-to-nearest-even of the float32 bit pattern (safetensors.RoundBF16);
+//   - divisions are IEEE divisions (CUDA __fdiv_rn), reciprocals are 1/s computed once per
+//     candidate scale (__frcp_rn).
+//
+// Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
+// maximum and report the first offending element instead of producing output.
+//
+// INT4 group quantization (Int4Params) follows the compressed-tensors pack-quantized layout:
+// signed level q in [-8, 7] is stored as nibble q+8, eight nibbles per little-endian 32-bit word,
+// least significant first along the row; one BF16 scale per group of GroupSize elements.
+// FP8 block quantization uses 128×128 blocks, e4m3fn codes and float32 multipliers.
+package kernels

@@ -1,0 +1,173 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+
+	"pdq/safetensors"
+)
+
+// CPU is the pure-Go backend and the reference every other backend must match bit for bit.
+// It holds no state; the zero value is ready and safe for concurrent use.
+type CPU struct{}
+
+// Name returns "cpu".
+func (CPU) Name() string { return "cpu" }
+
+// QuantizeInt4 implements Backend. It allocates nothing.
+func (CPU) QuantizeInt4(out Int4Out, src []float32, rows, cols int, p *Int4Params) error {
+	g := p.GroupSize
+	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
+		return shapeErr("INT4 row", cols, g)
+	}
+	n := rows * cols
+	ng := n / g
+	switch {
+	case len(src) != n:
+		return shapeErr("source", len(src), n)
+	case len(out.Packed) != n/2:
+		return shapeErr("packed bytes", len(out.Packed), n/2)
+	case len(out.Scales) != 2*ng:
+		return shapeErr("scale bytes", len(out.Scales), 2*ng)
+	case len(out.Stats) != ng:
+		return shapeErr("group stats", len(out.Stats), ng)
+	}
+	for k := range ng {
+		x := src[k*g : (k+1)*g : (k+1)*g]
+		s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
+		if bad >= 0 {
+			return &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+		}
+		binary.LittleEndian.PutUint16(out.Scales[2*k:], safetensors.Float32ToBF16(s))
+		out.Stats[k] = st
+	}
+	return nil
+}
+
+// quantGroup quantizes one group into dst (len(x)/2 bytes) and returns its scale (a BF16 value)
+// and statistics; bad is the index of the first non-finite element, or -1.
+func quantGroup(dst []byte, x []float32, p *Int4Params) (s float32, st GroupStats, bad int) {
+	ab := absMaxBits(x)
+	if ab >= 0x7f800000 {
+		return 0, st, firstNonFinite(x)
+	}
+	a := math.Float32frombits(ab)
+	sR := safetensors.RoundBF16(a / 7.5)
+	if sR == 0 {
+		// All zeros, or values so small that the scale rounds to zero: every level is 0.
+		ss := sumSq(x)
+		for i := range dst {
+			dst[i] = 0x88
+		}
+		return 0, GroupStats{SumSq: ss, Err: ss, RTNErr: ss}, -1
+	}
+	s, div := sR, true
+	var rtnErr float32
+	searched := p.Search == SearchMSE && a >= TinyAbsMax
+	if searched {
+		s, div, rtnErr = search(x, a, sR, p)
+	}
+	st = pack(dst, x, s, div)
+	if !searched {
+		st.RTNErr = st.Err
+	} else {
+		st.RTNErr = rtnErr
+	}
+	return s, st, -1
+}
+
+// search returns the scale with the smallest error among the RTN scale sR, the candidates of p
+// and their least-squares refinements. div reports whether the levels are those of RTN
+// (x/s); otherwise they are rne(clamp(x·(1/s))). rtnErr is the error of the RTN scale.
+func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, rtnErr float32) {
+	bestE := errDiv(x, sR)
+	rtnErr = bestE
+	best, div = sR, true
+	var prev float32
+	for _, k := range p.Pos {
+		s := safetensors.RoundBF16(a * k)
+		if s == prev || s == sR {
+			continue
+		}
+		prev = s
+		if e := errMul(x, s, 1/s); e < bestE {
+			bestE, best, div = e, s, false
+		}
+	}
+	if p.Signed && len(p.Neg) > 0 {
+		sign := float32(1)
+		if extreme(x, a) > 0 {
+			sign = -1
+		}
+		prev = 0
+		for _, k := range p.Neg {
+			s := safetensors.RoundBF16(a * k)
+			if s == prev {
+				continue
+			}
+			prev = s
+			s *= sign
+			if e := errMul(x, s, 1/s); e < bestE {
+				bestE, best, div = e, s, false
+			}
+		}
+	}
+	if p.Refine <= 0 {
+		return best, div, rtnErr
+	}
+	var sxq, sqq float32
+	if div {
+		_, sxq, sqq = errSumsDiv(x, best)
+	} else {
+		_, sxq, sqq = errSumsMul(x, best, 1/best)
+	}
+	for range p.Refine {
+		if sqq == 0 {
+			break
+		}
+		s := safetensors.RoundBF16(sxq / sqq)
+		if s == best || s == 0 || (!p.Signed && s < 0) {
+			break
+		}
+		e, sxq2, sqq2 := errSumsMul(x, s, 1/s)
+		if !(e < bestE) {
+			break
+		}
+		bestE, best, div, sxq, sqq = e, s, false, sxq2, sqq2
+	}
+	return best, div, rtnErr
+}
+
+// absMaxBits returns the largest bit pattern of |x|: for non-negative floats integer order is
+// numeric order, and NaN and Inf sort above every finite value.
+func absMaxBits(x []float32) uint32 {
+	var m0, m1 uint32
+	for len(x) >= 2 {
+		m0 = max(m0, math.Float32bits(x[0])&0x7fffffff)
+		m1 = max(m1, math.Float32bits(x[1])&0x7fffffff)
+		x = x[2:]
+	}
+	if len(x) == 1 {
+		m0 = max(m0, math.Float32bits(x[0])&0x7fffffff)
+	}
+	return max(m0, m1)
+}
+
+// extreme returns the first element of x whose magnitude is a.
+func extreme(x []float32, a float32) float32 {
+	for _, v := range x {
+		if v == a || v == -a {
+			return v
+		}
+	}
+	return a
+}
+
+func firstNonFinite(x []float32) int {
+	for i, v := range x {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,92 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Search selects how an INT4 group scale is chosen.
+type Search uint8
+
+const (
+	// SearchRTN is the compressed-tensors rule: s = bf16(absmax/7.5), q = rne(clamp(x/s, -8, 7)).
+	SearchRTN Search = iota
+	// SearchMSE picks, per group, the candidate scale with the smallest squared error (BF16
+	// rounding of the scale included), then refines it by least squares. The RTN scale is the
+	// first candidate and a later one replaces it only when its error is strictly smaller, so
+	// the group error is never above the RTN error (in the float32 order of the spec).
+	SearchMSE
+)
+
+// Int4Params configures QuantizeInt4. Build it with NewInt4Params; the candidate tables are part
+// of the specification and are handed as they are to other backends.
+type Int4Params struct {
+	GroupSize int    // elements per group: a positive multiple of 8 dividing cols
+	Search    Search // SearchRTN or SearchMSE
+	// Signed allows negative scales (Q4_0 style): the group's extreme may land on -8.
+	Signed bool
+	// Pos lists positive candidate multipliers k: candidate s = bf16(absmax·k), in order.
+	Pos []float32
+	// Neg lists the multipliers used when Signed: s = σ·bf16(absmax·k), σ = -sign(extreme), so
+	// that the extreme element maps near -8.
+	Neg []float32
+	// Refine is the maximum number of least-squares refinements s ← bf16(Σx·q/Σq²).
+	Refine int
+}
+
+// Search ranges: candidates are r·absmax/7 for r evenly spaced on [RMin, 1] with Steps points
+// (and r·absmax/8 for signed scales). Larger groups have relatively larger extremes, so their
+// best scale clips more.
+type searchRange struct {
+	maxGroup int
+	rmin     float64
+	steps    int
+}
+
+var searchRanges = []searchRange{
+	{32, 0.80, 16},
+	{64, 0.65, 20},
+	{128, 0.50, 28},
+	{math.MaxInt, 0.30, 48},
+}
+
+// TinyAbsMax is the group absolute maximum below which SearchMSE keeps the RTN result: scales of
+// such groups could have reciprocals outside the float32 range.
+const TinyAbsMax = 0x1p-64
+
+// NewInt4Params returns the parameters for groups of groupSize elements.
+func NewInt4Params(groupSize int, search Search, signed bool) (Int4Params, error) {
+	if groupSize <= 0 || groupSize%8 != 0 {
+		return Int4Params{}, fmt.Errorf("kernels: group size %d is not a positive multiple of 8", groupSize)
+	}
+	p := Int4Params{GroupSize: groupSize, Search: search, Signed: signed}
+	switch search {
+	case SearchRTN:
+		return p, nil
+	case SearchMSE:
+	default:
+		return Int4Params{}, fmt.Errorf("kernels: unknown search %d", search)
+	}
+	var rg searchRange
+	for _, rg = range searchRanges {
+		if groupSize <= rg.maxGroup {
+			break
+		}
+	}
+	p.Pos = grid(rg.rmin, rg.steps, 7)
+	if signed {
+		p.Neg = grid(rg.rmin, rg.steps, 8)
+	}
+	p.Refine = 3
+	return p, nil
+}
+
+// grid returns float32(r_i/div) for r_i = rmin + (1-rmin)·i/(n-1), computed in float64.
+func grid(rmin float64, n int, div float64) []float32 {
+	g := make([]float32, n)
+	for i := range g {
+		r := rmin + (1-rmin)*float64(i)/float64(n-1)
+		g[i] = float32(r / div)
+	}
+	return g
+}

@@ -1,0 +1,41 @@
+package quantize
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Sentinel errors; returned errors wrap them with the tensor or element concerned.
+var (
+	// ErrNonFinite: a tensor holds NaN or ±Inf.
+	ErrNonFinite = errors.New("non-finite value")
+	// ErrBadShape: slice lengths, dimensions or scale shapes do not fit together.
+	ErrBadShape = errors.New("bad shape")
+	// ErrInvalidOptions: quantization options that are not supported.
+	ErrInvalidOptions = errors.New("invalid options")
+	// ErrBadScale: a scale tensor violates its declared format (e.g. ue8m0 not a power of two).
+	ErrBadScale = errors.New("bad scale")
+)
+
+// CheckFinite returns an error wrapping ErrNonFinite that names the tensor and the first NaN or
+// ±Inf element, or nil when every element of w is finite.
+func CheckFinite(name string, w []float32) error {
+	if i := firstNonFinite(w); i >= 0 {
+		return fmt.Errorf("quantize: tensor %q: element %d is %v: %w", name, i, w[i], ErrNonFinite)
+	}
+	return nil
+}
+
+func firstNonFinite(w []float32) int {
+	for i, v := range w {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return i
+		}
+	}
+	return -1
+}
+
+func badShape(format string, args ...any) error {
+	return fmt.Errorf("quantize: "+format+": %w", append(args, ErrBadShape)...)
+}

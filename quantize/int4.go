@@ -1,0 +1,131 @@
+package quantize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"pdq/kernels"
+	"pdq/safetensors"
+)
+
+// Int4Result is an INT4 group-quantized slab in the compressed-tensors pack-quantized layout,
+// with the error figures the quantizer saw on the way.
+type Int4Result struct {
+	Rows, Cols, GroupSize int
+	// Packed holds I32 little-endian words, shape [Rows, Cols/8]: element j of a row is the
+	// nibble q+8 at bit 4·(j%8) of word j/8.
+	Packed []byte
+	// Scales holds BF16 little-endian scales, shape [Rows, Cols/GroupSize].
+	Scales []byte
+	// Clipped counts elements whose nearest level lay outside [-8, 7].
+	Clipped int64
+	// SumSq is Σx², SumSqErr Σ(x-x̂)² of the result and RTNSumSqErr what the reference rule
+	// (absmax/7.5) would have given: per-group float32 sums added in row-major order in float64.
+	SumSq, SumSqErr, RTNSumSqErr float64
+}
+
+// SQNR returns the signal-to-quantization-noise ratio of the result in dB (+Inf when exact).
+func (r *Int4Result) SQNR() float64 { return sqnr(r.SumSq, r.SumSqErr) }
+
+// RTNSQNR returns the SQNR the reference rule absmax/7.5 would have reached on the same data.
+func (r *Int4Result) RTNSQNR() float64 { return sqnr(r.SumSq, r.RTNSumSqErr) }
+
+// QuantizeInt4 quantizes w (rows×cols, row-major) to symmetric INT4 with BF16 group scales.
+// It refuses non-finite input (ErrNonFinite, naming the first bad element) and shapes the
+// options cannot handle. The output is byte-identical for every Workers value, and quantizing
+// any range of rows on its own gives exactly the corresponding rows of the whole.
+func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Options) (*Int4Result, error) {
+	if err := opt.Validate(cols); err != nil {
+		return nil, err
+	}
+	if rows < 0 || len(w) != rows*cols {
+		return nil, badShape("INT4 source has %d elements, want %d×%d", len(w), rows, cols)
+	}
+	p, err := opt.params(cols)
+	if err != nil {
+		return nil, fmt.Errorf("quantize: %w: %w", ErrInvalidOptions, err)
+	}
+	g := p.GroupSize
+	ng := cols / g
+	res := &Int4Result{
+		Rows: rows, Cols: cols, GroupSize: g,
+		Packed: make([]byte, rows*cols/2),
+		Scales: make([]byte, 2*rows*ng),
+	}
+	stats := make([]kernels.GroupStats, rows*ng)
+	be := opt.backend()
+	err = forChunks(ctx, rows, chunkElems/cols, opt.Workers, func(r0, r1 int) error {
+		out := kernels.Int4Out{
+			Packed: res.Packed[r0*cols/2 : r1*cols/2],
+			Scales: res.Scales[2*r0*ng : 2*r1*ng],
+			Stats:  stats[r0*ng : r1*ng],
+		}
+		return kernelErr(be, be.QuantizeInt4(out, w[r0*cols:r1*cols], r1-r0, cols, &p), r0, cols)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range stats {
+		res.SumSq += float64(st.SumSq)
+		res.SumSqErr += float64(st.Err)
+		res.RTNSumSqErr += float64(st.RTNErr)
+		res.Clipped += int64(st.Clipped)
+	}
+	return res, nil
+}
+
+// kernelErr turns a backend error for a slab starting at row r0 into a quantize error.
+func kernelErr(be kernels.Backend, err error, r0, cols int) error {
+	if err == nil {
+		return nil
+	}
+	var nf *kernels.NonFiniteError
+	if errors.As(err, &nf) {
+		i := int64(r0)*int64(cols) + nf.Index
+		return fmt.Errorf("quantize: element %d (row %d, column %d) is %v: %w", i, i/int64(cols), i%int64(cols), nf.Value, ErrNonFinite)
+	}
+	if errors.Is(err, kernels.ErrShape) {
+		return fmt.Errorf("quantize: backend %s: %w: %w", be.Name(), ErrBadShape, err)
+	}
+	return fmt.Errorf("quantize: backend %s: %w", be.Name(), err)
+}
+
+// DequantizeInt4 expands packed INT4 levels into dst (rows×cols): dst = (nibble-8)·scale.
+// scales holds [rows, cols/groupSize] values of scaleDType (BF16, F16 or F32); groupSize 0
+// means one group per row.
+func DequantizeInt4(dst []float32, packed, scales []byte, scaleDType safetensors.DType, rows, cols, groupSize int) error {
+	g := groupSize
+	if g == 0 {
+		g = cols
+	}
+	if rows < 0 || cols <= 0 || g <= 0 || g%8 != 0 || cols%g != 0 {
+		return badShape("INT4 dequantize: group %d does not divide %d columns in multiples of 8", groupSize, cols)
+	}
+	if len(dst) != rows*cols || len(packed) != rows*cols/2 {
+		return badShape("INT4 dequantize %d×%d: dst has %d elements, packed %d bytes", rows, cols, len(dst), len(packed))
+	}
+	if scaleDType != safetensors.BF16 && scaleDType != safetensors.F16 && scaleDType != safetensors.F32 {
+		return fmt.Errorf("quantize: INT4 scales of dtype %s: %w", scaleDType, safetensors.ErrUnsupportedDType)
+	}
+	n := rows * cols / g
+	if len(scales)*8 != n*scaleDType.Bits() {
+		return badShape("INT4 dequantize: %d scale bytes for %d %s scales", len(scales), n, scaleDType)
+	}
+	s := make([]float32, n)
+	if err := safetensors.DecodeFloat32(s, scales, scaleDType); err != nil {
+		return fmt.Errorf("quantize: INT4 scales: %w", err)
+	}
+	if i := firstNonFinite(s); i >= 0 {
+		return fmt.Errorf("quantize: INT4 scale %d is %v: %w", i, s[i], ErrNonFinite)
+	}
+	return kernelErr(kernels.CPU{}, kernels.CPU{}.DequantizeInt4(dst, packed, s, rows, cols, g), 0, cols)
+}
+
+func sqnr(sig, noise float64) float64 {
+	if noise == 0 {
+		return math.Inf(1)
+	}
+	return 10 * math.Log10(sig/noise)
+}
