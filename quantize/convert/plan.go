@@ -51,6 +51,11 @@ type Options struct {
 	Only          string          // "", "prefill" or "decode"
 	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
 	OnUnsupported string          // "error" (default) or "skip": keep unsupported targets dense and list them
+
+	// TargetSet and IgnoreSet, when not nil, replace the Targets and Ignore regexes with exact
+	// module names (verify rebuilds a plan from what an output holds).
+	TargetSet map[string]bool `json:"-"`
+	IgnoreSet map[string]bool `json:"-"`
 }
 
 // Sentinel errors of planning.
@@ -253,6 +258,13 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Source bool) error {
 	o := p.Options
 	ignored := ignore != nil && ignore.MatchString(m.Name)
+	if o.IgnoreSet != nil {
+		ignored = o.IgnoreSet[m.Name]
+	}
+	isTarget := targets.MatchString(m.Name)
+	if o.TargetSet != nil {
+		isTarget = o.TargetSet[m.Name]
+	}
 	fp8 := m.Weight.DType == safetensors.F8E4M3
 	// Prefill: FP8 sources pass through whole; dense sources get FP8 blocks.
 	if !fp8Source && !ignored {
@@ -265,7 +277,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 		if fp8 {
 			m.Decode = SchemeBF16
 		}
-	case targets.MatchString(m.Name):
+	case isTarget:
 		m.Decode = SchemeInt4
 		g := o.GroupSize
 		if g == 0 {

@@ -1,0 +1,424 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"sort"
+	"sync"
+
+	"pdq/quantize"
+	"pdq/quantize/rules"
+	"pdq/safetensors"
+)
+
+// VerifyResult is what pdq verify found about one output checkpoint.
+type VerifyResult struct {
+	Output   string   `json:"output"` // "prefill" or "decode"
+	Dir      string   `json:"dir"`
+	Tensors  int      `json:"tensors"`
+	Problems []string `json:"problems"`
+	// Report holds the metrics recomputed from the files (no rtn comparison).
+	Report *Report `json:"report"`
+	// ReportChecked says whether a report.json beside the output was compared with Report.
+	ReportChecked bool `json:"report_checked"`
+}
+
+// OK reports whether no problem was found.
+func (v *VerifyResult) OK() bool { return len(v.Problems) == 0 }
+
+func (v *VerifyResult) problem(format string, args ...any) {
+	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
+}
+
+// Verify re-reads a source checkpoint and one output of a conversion (DIR/decode or DIR/prefill)
+// and checks, independently of the run that wrote it: the output's headers and index (complete,
+// every tensor once), that it holds exactly the tensors and config.json a plan of the same options
+// gives, that copied tensors are byte-identical, and it recomputes the error metrics of every
+// quantized tensor from the written bytes. A report.json in the output's parent directory is
+// compared with the recomputed metrics.
+func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, workers int) (*VerifyResult, error) {
+	v := &VerifyResult{Dir: outDir}
+	out, err := safetensors.Open(outDir)
+	if err != nil {
+		return nil, fmt.Errorf("convert: verify: %w", err)
+	}
+	defer out.Close()
+	v.Tensors = len(out.Tensors())
+	outCfg, err := rules.LoadConfig(out.Dir)
+	if err != nil {
+		return nil, err
+	}
+	srcCfg, err := rules.LoadConfig(src.Dir)
+	if err != nil {
+		return nil, err
+	}
+	opts, kind, err := optionsFromOutput(out, outCfg)
+	if err != nil {
+		return nil, err
+	}
+	v.Output = kind
+	p, err := NewPlan(src, srcCfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("convert: verify: re-plan: %w", err)
+	}
+	o := p.Decode
+	if kind == "prefill" {
+		o = p.Prefill
+	}
+	if o.CopySource {
+		verifyCopy(v, src, out)
+		v.Report = &Report{Source: src.Dir}
+		return v, nil
+	}
+	verifyLayout(v, p, o, out, outCfg)
+	if !v.OK() {
+		return v, nil // metrics of a malformed output would only add noise
+	}
+	if err := verifyValues(ctx, v, p, kind, out, workers); err != nil {
+		return nil, err
+	}
+	compareReport(v, filepath.Join(filepath.Dir(filepath.Clean(outDir)), "report.json"))
+	return v, nil
+}
+
+// optionsFromOutput reads what a conversion did from the output itself: which modules are INT4,
+// FP8 or dense, and the group size from config.json.
+func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options, string, error) {
+	o := Options{TargetSet: map[string]bool{}, IgnoreSet: map[string]bool{}, OnUnsupported: "skip"}
+	qc, _ := cfg["quantization_config"].(map[string]any)
+	method, _ := qc["quant_method"].(string)
+	kind := "prefill"
+	names := map[string]bool{}
+	for _, t := range out.Tensors() {
+		names[t.Name] = true
+	}
+	switch method {
+	case "compressed-tensors":
+		kind = "decode"
+		o.DecodeDense = "bf16"
+		groups, _ := qc["config_groups"].(map[string]any)
+		for _, g := range groups {
+			gm, _ := g.(map[string]any)
+			w, _ := gm["weights"].(map[string]any)
+			if bits, _ := w["num_bits"].(float64); bits == 4 {
+				if gs, ok := w["group_size"].(float64); ok {
+					o.GroupSize = int(gs)
+				}
+			} else if bits == 8 {
+				o.DecodeDense = "fp8"
+			}
+		}
+		for _, t := range out.Tensors() {
+			if m, suffix := rules.ModuleOf(t.Name); suffix == "weight_packed" {
+				o.TargetSet[m] = true
+			}
+		}
+		if o.DecodeDense == "fp8" {
+			// Linears left dense beside an FP8 group were ignored on purpose.
+			for _, t := range out.Tensors() {
+				if m, suffix := rules.ModuleOf(t.Name); suffix == "weight" && len(t.Shape) == 2 && t.DType != safetensors.F8E4M3 && !names[m+".weight_packed"] {
+					o.IgnoreSet[m] = true
+				}
+			}
+		}
+	case "fp8":
+		for _, t := range out.Tensors() {
+			if m, suffix := rules.ModuleOf(t.Name); suffix == "weight" && len(t.Shape) == 2 && t.DType != safetensors.F8E4M3 {
+				o.IgnoreSet[m] = true
+			}
+		}
+		o.Only = "prefill"
+	default:
+		return o, "", fmt.Errorf("convert: verify: %s: config.json has no quantization_config of a pdq output (quant_method %q)", out.Dir, method)
+	}
+	if kind == "decode" {
+		o.Only = "decode"
+	}
+	if o.GroupSize == 0 && len(o.TargetSet) > 0 {
+		o.GroupSize = 0
+	}
+	return o, kind, nil
+}
+
+// verifyCopy checks an output that should be the source's shards unchanged.
+func verifyCopy(v *VerifyResult, src, out *safetensors.Checkpoint) {
+	if len(src.Shards) != len(out.Shards) {
+		v.problem("%d shards, the source has %d", len(out.Shards), len(src.Shards))
+		return
+	}
+	for i, s := range src.Shards {
+		_, a, err1 := hashFile(s.Path)
+		_, b, err2 := hashFile(out.Shards[i].Path)
+		if err1 != nil || err2 != nil || a != b || s.Name != out.Shards[i].Name {
+			v.problem("shard %s is not a byte-identical copy of the source's %s", out.Shards[i].Name, s.Name)
+		}
+	}
+}
+
+// verifyLayout compares the output's tensors and config.json with the plan.
+func verifyLayout(v *VerifyResult, p *Plan, o *Output, out *safetensors.Checkpoint, cfg map[string]any) {
+	want := map[string]safetensors.TensorSpec{}
+	for _, sh := range o.Shards {
+		for _, s := range sh.Specs {
+			want[s.Name] = s
+		}
+	}
+	for _, t := range out.Tensors() {
+		s, ok := want[t.Name]
+		switch {
+		case !ok:
+			v.problem("tensor %q (shard %s) is not part of the conversion", t.Name, t.Shard.Name)
+		case s.DType != t.DType || !reflect.DeepEqual(s.Shape, t.Shape):
+			v.problem("tensor %q is %s %v, want %s %v", t.Name, t.DType, t.Shape, s.DType, s.Shape)
+		}
+		delete(want, t.Name)
+	}
+	missing := make([]string, 0, len(want))
+	for n := range want {
+		missing = append(missing, n)
+	}
+	sort.Strings(missing)
+	for _, n := range missing {
+		v.problem("tensor %q is missing", n)
+	}
+	a, _ := json.Marshal(o.Config)
+	b, _ := json.Marshal(cfg)
+	if !bytes.Equal(a, b) {
+		v.problem("config.json differs from the one the plan gives (quantization_config or model keys)")
+	}
+}
+
+// verifyValues recomputes the metrics of every converted module, and checks copies byte for byte.
+func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind string, out *safetensors.Checkpoint, workers int) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	type result struct {
+		rec     *record
+		problem string
+	}
+	results := make([]result, len(p.Modules))
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				rec, prob, err := verifyModule(ctx, p, kind, p.Modules[i], out)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					continue
+				}
+				results[i] = result{rec, prob}
+			}
+		}()
+	}
+	for i := range p.Modules {
+		if ctx.Err() != nil {
+			break
+		}
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rep := &Report{Source: p.Source.Dir, SourceLayout: p.Layout}
+	sums := map[[3]string]*roleAcc{}
+	for _, r := range results {
+		if r.problem != "" {
+			v.problem("%s", r.problem)
+		}
+		if r.rec == nil {
+			continue
+		}
+		rep.Tensors = append(rep.Tensors, r.rec.Row)
+		k := [3]string{kind, r.rec.Row.Role, r.rec.Row.Scheme}
+		if sums[k] == nil {
+			sums[k] = &roleAcc{}
+		}
+		sums[k].add(r.rec.Row, r.rec.M, nil)
+	}
+	rep.finish(sums)
+	v.Report = rep
+	return nil
+}
+
+// verifyModule reads one module from source and output and measures it.
+func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *safetensors.Checkpoint) (*record, string, error) {
+	scheme := m.Decode
+	if kind == "prefill" {
+		scheme = m.Prefill
+	}
+	src := p.Source
+	read := func(ck *safetensors.Checkpoint, name string) ([]byte, error) {
+		t := ck.Tensor(name)
+		if t == nil {
+			return nil, fmt.Errorf("convert: verify: tensor %q missing", name)
+		}
+		b := make([]byte, t.ByteSize())
+		return b, ck.ReadTensor(t, b)
+	}
+	if scheme == SchemeCopy || scheme == SchemeFP8Keep {
+		for i, spec := range p.OutputSpecs(m, kind) {
+			srcName := m.Weight.Name
+			if i == 1 {
+				srcName = m.Scale.Name
+			}
+			a, err := read(src, srcName)
+			if err != nil {
+				return nil, "", err
+			}
+			b, err := read(out, spec.Name)
+			if err != nil {
+				return nil, "", err
+			}
+			if !bytes.Equal(a, b) {
+				return nil, fmt.Sprintf("tensor %q differs from source %q", spec.Name, srcName), nil
+			}
+		}
+		return nil, "", nil
+	}
+	raw, err := read(src, m.Weight.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	s := &slab{r0: 0, r1: m.Rows, raw: raw}
+	if m.Scale != nil {
+		if s.scaleRaw, err = read(src, m.Scale.Name); err != nil {
+			return nil, "", err
+		}
+	}
+	vals := make([]float32, m.Rows*m.Cols)
+	if err := decodeSource(vals, m, s); err != nil {
+		return nil, "", fmt.Errorf("convert: verify: %s: %w", m.describe(), err)
+	}
+	got := make([]float32, len(vals))
+	var tensor string
+	switch scheme {
+	case SchemeInt4:
+		tensor = m.Name + ".weight_packed"
+		packed, err := read(out, tensor)
+		if err != nil {
+			return nil, "", err
+		}
+		st := out.Tensor(m.Name + ".weight_scale")
+		scales, err := read(out, m.Name+".weight_scale")
+		if err != nil {
+			return nil, "", err
+		}
+		g := m.Cols / int(st.Shape[1])
+		if err := quantize.DequantizeInt4(got, packed, scales, st.DType, m.Rows, m.Cols, g); err != nil {
+			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
+		}
+		shape, err := read(out, m.Name+".weight_shape")
+		if err != nil {
+			return nil, "", err
+		}
+		if prob := checkShape(shape, out.Tensor(m.Name+".weight_shape").DType, m); prob != "" {
+			return nil, prob, nil
+		}
+	case SchemeFP8Block:
+		tensor = m.Name + ".weight"
+		data, err := read(out, tensor)
+		if err != nil {
+			return nil, "", err
+		}
+		scaleName := m.Name + ".weight_scale_inv"
+		if kind == "decode" {
+			scaleName = m.Name + ".weight_scale"
+		}
+		sb, err := read(out, scaleName)
+		if err != nil {
+			return nil, "", err
+		}
+		scale := make([]float32, len(sb)/4)
+		if err := safetensors.DecodeFloat32(scale, sb, safetensors.F32); err != nil {
+			return nil, "", err
+		}
+		if err := quantize.DequantizeFP8Block(got, data, scale, m.Rows, m.Cols); err != nil {
+			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
+		}
+	case SchemeBF16:
+		tensor = m.Name + ".weight"
+		b, err := read(out, tensor)
+		if err != nil {
+			return nil, "", err
+		}
+		safetensors.DecodeBF16(got, b)
+	default:
+		return nil, "", fmt.Errorf("convert: verify: internal: scheme %q", scheme)
+	}
+	var met quantize.Metrics
+	met.Add(vals, got, 0)
+	row := newTensorReport(kind, m, tensor, scheme, met)
+	return &record{Row: row, M: met}, "", ctx.Err()
+}
+
+func checkShape(b []byte, dt safetensors.DType, m *Module) string {
+	var n, k int64
+	switch dt {
+	case safetensors.I64:
+		n, k = int64(leU64(b)), int64(leU64(b[8:]))
+	case safetensors.I32:
+		n, k = int64(int32(leU32(b))), int64(int32(leU32(b[4:])))
+	default:
+		return fmt.Sprintf("tensor %q: dtype %s, want I64", m.Name+".weight_shape", dt)
+	}
+	if n != int64(m.Rows) || k != int64(m.Cols) {
+		return fmt.Sprintf("tensor %q holds [%d, %d], want [%d, %d]", m.Name+".weight_shape", n, k, m.Rows, m.Cols)
+	}
+	return ""
+}
+
+func leU64(b []byte) uint64 {
+	return uint64(leU32(b)) | uint64(leU32(b[4:]))<<32
+}
+func leU32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// compareReport checks the recomputed metrics against a report.json written by convert.
+func compareReport(v *VerifyResult, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		v.problem("%s: %v", path, err)
+		return
+	}
+	v.ReportChecked = true
+	written := map[string]TensorReport{}
+	for _, t := range rep.Tensors {
+		if t.Output == v.Output {
+			written[t.Tensor] = t
+		}
+	}
+	for _, t := range v.Report.Tensors {
+		w, ok := written[t.Tensor]
+		if !ok {
+			v.problem("report.json has no row for %s", t.Tensor)
+			continue
+		}
+		a, b := float64(t.SQNR), float64(w.SQNR)
+		if !(a == b || (math.IsInf(a, 1) && math.IsInf(b, 1)) || math.Abs(a-b) <= 1e-9*math.Abs(b)) {
+			v.problem("%s: SQNR %.6f dB recomputed, report.json says %.6f dB", t.Tensor, a, b)
+		}
+	}
+}
