@@ -1,47 +1,61 @@
 package safetensors
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"strconv"
 )
 
 // metadataKey is the reserved header key holding the string-to-string metadata map.
 const metadataKey = "__metadata__"
 
-// headerDecoder walks the header JSON as a token stream, so that duplicate keys are seen, numbers
-// are parsed exactly as unsigned integers, and nothing is allocated from a count found in the file.
+// dtypeByName maps a dtype's spelling to the DType constant, so that looking it up from header
+// bytes allocates nothing.
+var dtypeByName = func() map[string]DType {
+	m := make(map[string]DType, len(dtypeBits))
+	for d := range dtypeBits {
+		m[string(d)] = d
+	}
+	return m
+}()
+
+// headerDecoder reads the header JSON with a strict scanner, so that duplicate keys are seen,
+// numbers are parsed exactly as unsigned integers, and nothing is allocated from a count found in
+// the file.
 type headerDecoder struct {
-	dec  *json.Decoder
+	s    scanner
 	file string
 }
 
-// decodeHeader parses the header JSON into tensors (in JSON order) and metadata. It checks syntax
-// and types, not offsets.
+// decodeHeader parses the header JSON (valid UTF-8) into tensors, in JSON order, and metadata. It
+// checks syntax and types, not offsets.
 func decodeHeader(js []byte, file string) (*Header, error) {
-	d := &headerDecoder{dec: json.NewDecoder(bytes.NewReader(js)), file: file}
-	d.dec.UseNumber()
-	tok, err := d.dec.Token()
-	if err != nil {
-		return nil, d.syntax("", err)
+	d := &headerDecoder{s: scanner{b: js}, file: file}
+	if c := d.s.ws(); c != '{' {
+		if c == 0 && d.s.i >= len(js) {
+			return nil, d.syntax("", d.s.errorf("empty header"))
+		}
+		if _, err := d.s.skip(0); err != nil {
+			return nil, d.syntax("", err)
+		}
+		if err := d.s.end(); err != nil {
+			return nil, d.syntax("", err)
+		}
+		return nil, headerErr(file, "", ErrInvalidHeader, "not a JSON object")
 	}
-	if tok != json.Delim('{') {
-		return nil, headerErr(file, "", ErrInvalidHeader, fmt.Sprintf("not a JSON object (starts with %v)", tok))
-	}
+	d.s.i++
 	h := &Header{}
 	seen := map[string]struct{}{}
-	for d.dec.More() {
-		tok, err := d.dec.Token()
+	for first := true; ; first = false {
+		ok, err := d.s.more('}', first)
 		if err != nil {
 			return nil, d.syntax("", err)
 		}
-		key, ok := tok.(string)
-		if !ok { // cannot happen: the decoder only returns strings in key position
-			return nil, headerErr(file, "", ErrHeaderDeserialization, "object key is not a string")
+		if !ok {
+			break
+		}
+		key, err := d.s.key()
+		if err != nil {
+			return nil, d.syntax("", err)
 		}
 		if _, dup := seen[key]; dup {
 			if key == metadataKey {
@@ -62,61 +76,55 @@ func decodeHeader(js []byte, file string) (*Header, error) {
 		}
 		h.Tensors = append(h.Tensors, t)
 	}
-	if _, err := d.dec.Token(); err != nil { // the closing brace
-		return nil, d.syntax("", err)
-	}
-	if tok, err := d.dec.Token(); err != io.EOF {
-		if err == nil {
-			return nil, headerErr(file, "", ErrHeaderDeserialization, fmt.Sprintf("data after the header object: %v", tok))
-		}
+	if err := d.s.end(); err != nil {
 		return nil, d.syntax("", err)
 	}
 	return h, nil
 }
 
-// syntax wraps a decoder error as ErrHeaderDeserialization.
+// syntax wraps a scanner error as ErrHeaderDeserialization.
 func (d *headerDecoder) syntax(tensor string, err error) error {
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
 	return headerErr(d.file, tensor, ErrHeaderDeserialization, err.Error())
 }
 
 // metadata decodes the value of __metadata__: an object of strings, or null.
 func (d *headerDecoder) metadata() (map[string]string, error) {
-	tok, err := d.dec.Token()
-	if err != nil {
-		return nil, d.syntax("", err)
-	}
-	if tok == nil {
+	switch d.s.ws() {
+	case 'n':
+		if _, err := d.s.literal(); err != nil {
+			return nil, d.syntax("", err)
+		}
 		return nil, nil
-	}
-	if tok != json.Delim('{') {
-		return nil, headerErr(d.file, "", ErrInvalidMetadata, fmt.Sprintf("not an object (%v)", tok))
+	case '{':
+		d.s.i++
+	default:
+		return nil, headerErr(d.file, "", ErrInvalidMetadata, fmt.Sprintf("%s, not an object", d.s.kind()))
 	}
 	md := map[string]string{}
-	for d.dec.More() {
-		tok, err := d.dec.Token()
+	for first := true; ; first = false {
+		ok, err := d.s.more('}', first)
 		if err != nil {
 			return nil, d.syntax("", err)
 		}
-		k, _ := tok.(string)
-		if tok, err = d.dec.Token(); err != nil {
+		if !ok {
+			return md, nil
+		}
+		k, err := d.s.key()
+		if err != nil {
 			return nil, d.syntax("", err)
 		}
-		v, ok := tok.(string)
-		if !ok {
-			return nil, headerErr(d.file, "", ErrInvalidMetadata, fmt.Sprintf("key %q: value %v is not a string", k, tok))
+		if d.s.ws() != '"' {
+			return nil, headerErr(d.file, "", ErrInvalidMetadata, fmt.Sprintf("key %q: %s, not a string", k, d.s.kind()))
+		}
+		v, err := d.s.str()
+		if err != nil {
+			return nil, d.syntax("", err)
 		}
 		if _, dup := md[k]; dup {
 			return nil, headerErr(d.file, "", ErrInvalidMetadata, fmt.Sprintf("key %q appears twice", k))
 		}
 		md[k] = v
 	}
-	if _, err := d.dec.Token(); err != nil {
-		return nil, d.syntax("", err)
-	}
-	return md, nil
 }
 
 // tensor decodes one tensor entry {"dtype": ..., "shape": [...], "data_offsets": [b, e]}.
@@ -126,36 +134,38 @@ func (d *headerDecoder) tensor(name string) (TensorInfo, error) {
 	bad := func(detail string) (TensorInfo, error) {
 		return TensorInfo{}, headerErr(d.file, name, ErrHeaderDeserialization, detail)
 	}
-	tok, err := d.dec.Token()
-	if err != nil {
-		return TensorInfo{}, d.syntax(name, err)
+	if d.s.ws() != '{' {
+		return bad(fmt.Sprintf("tensor entry is %s, not an object", d.s.kind()))
 	}
-	if tok != json.Delim('{') {
-		return bad(fmt.Sprintf("tensor entry is not an object (%v)", tok))
-	}
+	d.s.i++
 	var haveDType, haveShape, haveOffsets bool
-	for d.dec.More() {
-		tok, err := d.dec.Token()
+	for first := true; ; first = false {
+		ok, err := d.s.more('}', first)
 		if err != nil {
 			return TensorInfo{}, d.syntax(name, err)
 		}
-		field, _ := tok.(string)
-		switch field {
+		if !ok {
+			break
+		}
+		field, err := d.s.keyBytes()
+		if err != nil {
+			return TensorInfo{}, d.syntax(name, err)
+		}
+		switch string(field) {
 		case "dtype":
 			if haveDType {
 				return bad("field dtype appears twice")
 			}
 			haveDType = true
-			tok, err := d.dec.Token()
+			if d.s.ws() != '"' {
+				return bad(fmt.Sprintf("dtype is %s, not a string", d.s.kind()))
+			}
+			s, err := d.s.strBytes()
 			if err != nil {
 				return TensorInfo{}, d.syntax(name, err)
 			}
-			s, ok := tok.(string)
-			if !ok {
-				return bad(fmt.Sprintf("dtype %v is not a string", tok))
-			}
-			if t.DType, err = ParseDType(s); err != nil {
-				return TensorInfo{}, headerErr(d.file, name, err, "")
+			if t.DType, ok = dtypeByName[string(s)]; !ok {
+				return TensorInfo{}, headerErr(d.file, name, ErrUnknownDType, fmt.Sprintf("%q", s))
 			}
 		case "shape":
 			if haveShape {
@@ -176,14 +186,10 @@ func (d *headerDecoder) tensor(name string) (TensorInfo, error) {
 			}
 			t.DataOffsets = [2]int64{offs[0], offs[1]}
 		default:
-			var skip json.RawMessage
-			if err := d.dec.Decode(&skip); err != nil {
+			if _, err := d.s.skip(2); err != nil { // inside the header and the tensor objects
 				return TensorInfo{}, d.syntax(name, err)
 			}
 		}
-	}
-	if _, err := d.dec.Token(); err != nil {
-		return TensorInfo{}, d.syntax(name, err)
 	}
 	switch {
 	case !haveDType:
@@ -207,29 +213,25 @@ func (d *headerDecoder) uints(name, field string, want int) ([]int64, error) {
 	bad := func(detail string) ([]int64, error) {
 		return nil, headerErr(d.file, name, ErrHeaderDeserialization, field+": "+detail)
 	}
-	tok, err := d.dec.Token()
-	if err != nil {
-		return nil, d.syntax(name, err)
+	if d.s.ws() != '[' {
+		return bad(fmt.Sprintf("%s, not an array", d.s.kind()))
 	}
-	if tok != json.Delim('[') {
-		return bad(fmt.Sprintf("%v is not an array", tok))
-	}
-	var out []int64
-	for d.dec.More() {
-		tok, err := d.dec.Token()
+	d.s.i++
+	out := make([]int64, 0, 4)
+	for first := true; ; first = false {
+		ok, err := d.s.more(']', first)
 		if err != nil {
 			return nil, d.syntax(name, err)
 		}
-		num, ok := tok.(json.Number)
 		if !ok {
-			return bad(fmt.Sprintf("element %v is not a number", tok))
+			break
 		}
-		v, err := strconv.ParseUint(string(num), 10, 64)
+		if c := d.s.ws(); c != '-' && (c < '0' || c > '9') {
+			return bad(fmt.Sprintf("element is %s, not a number", d.s.kind()))
+		}
+		v, err := d.s.uint()
 		if err != nil {
-			if errors.Is(err, strconv.ErrRange) {
-				return bad(fmt.Sprintf("%s is out of range", num))
-			}
-			return bad(fmt.Sprintf("%s is not a non-negative integer", num))
+			return bad(err.Error())
 		}
 		if v > math.MaxInt64 {
 			sentinel := ErrOverflow
@@ -242,9 +244,6 @@ func (d *headerDecoder) uints(name, field string, want int) ([]int64, error) {
 			return bad(fmt.Sprintf("more than %d elements", want))
 		}
 		out = append(out, int64(v))
-	}
-	if _, err := d.dec.Token(); err != nil {
-		return nil, d.syntax(name, err)
 	}
 	if want >= 0 && len(out) != want {
 		return bad(fmt.Sprintf("%d elements, want %d", len(out), want))

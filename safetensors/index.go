@@ -3,11 +3,10 @@ package safetensors
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
+	"unicode/utf8"
 )
 
 // maxIndexSize bounds the index file read into memory (a 120,000-tensor index is about 12 MB).
@@ -24,14 +23,16 @@ type index struct {
 // each a plain file name, and an optional "metadata" object. Other keys are ignored; repeated keys
 // are refused.
 func readIndex(path string) (*index, error) {
-	f, err := os.Open(path)
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
+	if st.Size() > maxIndexSize {
+		return nil, fmt.Errorf("safetensors: %s: %w: over %d bytes", path, ErrInvalidIndex, maxIndexSize)
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
+		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	if len(data) > maxIndexSize {
 		return nil, fmt.Errorf("safetensors: %s: %w: over %d bytes", path, ErrInvalidIndex, maxIndexSize)
@@ -45,102 +46,120 @@ func readIndex(path string) (*index, error) {
 
 // decodeIndex parses the index JSON. Errors wrap ErrInvalidIndex or ErrHostilePath.
 func decodeIndex(data []byte) (*index, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidIndex, fmt.Sprintf(format, args...))
+	bad := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalidIndex, err) }
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalidIndex)
 	}
-	syntax := func(err error) error {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	s := &scanner{b: data}
+	if s.ws() != '{' {
+		if _, err := s.skip(0); err != nil {
+			return nil, bad(err)
 		}
-		return bad("%v", err)
+		if err := s.end(); err != nil {
+			return nil, bad(err)
+		}
+		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidIndex)
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, syntax(err)
-	}
-	if tok != json.Delim('{') {
-		return nil, bad("not a JSON object")
-	}
+	s.i++
 	ix := &index{}
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
 		if err != nil {
-			return nil, syntax(err)
+			return nil, bad(err)
 		}
-		key, _ := tok.(string)
+		if !ok {
+			break
+		}
+		key, err := s.key()
+		if err != nil {
+			return nil, bad(err)
+		}
 		if seen[key] {
-			return nil, bad("key %q appears twice", key)
+			return nil, fmt.Errorf("%w: key %q appears twice", ErrInvalidIndex, key)
 		}
 		seen[key] = true
 		switch key {
 		case "metadata":
-			var md any
-			if err := dec.Decode(&md); err != nil {
-				return nil, syntax(err)
+			raw, err := s.skip(1)
+			if err != nil {
+				return nil, bad(err)
 			}
-			if md != nil {
-				m, ok := md.(map[string]any)
-				if !ok {
-					return nil, bad("metadata is not an object")
-				}
-				ix.metadata = m
+			if ix.metadata, err = decodeIndexMetadata(raw); err != nil {
+				return nil, err
 			}
 		case "weight_map":
-			if ix.weightMap, err = decodeWeightMap(dec); err != nil {
+			if ix.weightMap, err = decodeWeightMap(s); err != nil {
 				return nil, err
 			}
 		default:
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return nil, syntax(err)
+			if _, err := s.skip(1); err != nil {
+				return nil, bad(err)
 			}
 		}
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, syntax(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, bad("data after the index object")
+	if err := s.end(); err != nil {
+		return nil, bad(err)
 	}
 	if ix.weightMap == nil {
-		return nil, bad("no weight_map")
+		return nil, fmt.Errorf("%w: no weight_map", ErrInvalidIndex)
 	}
 	set := map[string]struct{}{}
-	for _, s := range ix.weightMap {
-		if _, ok := set[s]; !ok {
-			set[s] = struct{}{}
-			ix.shards = append(ix.shards, s)
+	for _, name := range ix.weightMap {
+		if _, ok := set[name]; !ok {
+			set[name] = struct{}{}
+			ix.shards = append(ix.shards, name)
 		}
 	}
 	slices.Sort(ix.shards)
 	return ix, nil
 }
 
+// decodeIndexMetadata decodes the "metadata" value, an object or null, keeping numbers exact as
+// json.Number.
+func decodeIndexMetadata(raw []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var md any
+	if err := dec.Decode(&md); err != nil {
+		return nil, fmt.Errorf("%w: metadata: %w", ErrInvalidIndex, err)
+	}
+	if md == nil {
+		return nil, nil
+	}
+	m, ok := md.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: metadata is not an object", ErrInvalidIndex)
+	}
+	return m, nil
+}
+
 // decodeWeightMap reads the weight_map object, refusing repeated tensors and hostile file names.
-func decodeWeightMap(dec *json.Decoder) (map[string]string, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidIndex, err)
+func decodeWeightMap(s *scanner) (map[string]string, error) {
+	bad := func(err error) error { return fmt.Errorf("%w: weight_map: %w", ErrInvalidIndex, err) }
+	if s.ws() != '{' {
+		return nil, fmt.Errorf("%w: weight_map is %s, not an object", ErrInvalidIndex, s.kind())
 	}
-	if tok != json.Delim('{') {
-		return nil, fmt.Errorf("%w: weight_map is not an object", ErrInvalidIndex)
-	}
+	s.i++
 	wm := map[string]string{}
-	for dec.More() {
-		tok, err := dec.Token()
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidIndex, err)
+			return nil, bad(err)
 		}
-		name, _ := tok.(string)
-		if tok, err = dec.Token(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidIndex, err)
-		}
-		file, ok := tok.(string)
 		if !ok {
-			return nil, fmt.Errorf("tensor %q: %w: shard %v is not a string", name, ErrInvalidIndex, tok)
+			return wm, nil
+		}
+		name, err := s.key()
+		if err != nil {
+			return nil, bad(err)
+		}
+		if s.ws() != '"' {
+			return nil, fmt.Errorf("tensor %q: %w: shard is %s, not a string", name, ErrInvalidIndex, s.kind())
+		}
+		file, err := s.str()
+		if err != nil {
+			return nil, bad(err)
 		}
 		if _, dup := wm[name]; dup {
 			return nil, fmt.Errorf("tensor %q: %w: listed twice in weight_map", name, ErrInvalidIndex)
@@ -150,8 +169,4 @@ func decodeWeightMap(dec *json.Decoder) (map[string]string, error) {
 		}
 		wm[name] = file
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidIndex, err)
-	}
-	return wm, nil
 }
