@@ -19,6 +19,7 @@ import (
 type Writer struct {
 	path, temp string
 	layout     *Layout
+	index      map[string]int // name -> position in layout.Tensors
 	f          *os.File
 
 	mu       sync.Mutex
@@ -34,7 +35,7 @@ type span struct{ lo, hi int64 }
 // Create starts writing the file described by layout at path. The data goes to TempPath
 // (".NAME.partial" in the same directory, replaced if it exists), which gets the header at once and
 // is sized to layout.FileSize. Create refuses a layout whose Prefix does not parse or does not match
-// its Tensors and FileSize.
+// its Tensors and FileSize. The layout must not be modified while the writer is in use.
 func Create(path string, layout *Layout) (*Writer, error) {
 	if err := checkLayout(layout); err != nil {
 		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
@@ -44,7 +45,11 @@ func Create(path string, layout *Layout) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
-	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([][]span, len(layout.Tensors))}
+	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([][]span, len(layout.Tensors)),
+		index: make(map[string]int, len(layout.Tensors))}
+	for i := range layout.Tensors {
+		w.index[layout.Tensors[i].Name] = i
+	}
 	if _, err := f.WriteAt(layout.Prefix, 0); err == nil {
 		err = f.Truncate(layout.FileSize)
 	}
@@ -96,7 +101,7 @@ func (w *Writer) TempPath() string { return w.temp }
 
 // WriteTensor writes the whole of the named tensor; len(data) must be its byte size.
 func (w *Writer) WriteTensor(name string, data []byte) error {
-	if i, ok := w.layout.find(name); ok && int64(len(data)) != w.layout.Tensors[i].ByteSize() {
+	if i, ok := w.index[name]; ok && int64(len(data)) != w.layout.Tensors[i].ByteSize() {
 		return w.fail(fmt.Errorf("safetensors: %s: tensor %q: %w: %d bytes, want %d",
 			w.path, name, ErrWriteMismatch, len(data), w.layout.Tensors[i].ByteSize()))
 	}
@@ -129,7 +134,7 @@ func (w *Writer) reserve(name string, off, n int64) (int64, error) {
 	if w.done {
 		return 0, fmt.Errorf("safetensors: %s: tensor %q: write after close: %w", w.path, name, ErrClosed)
 	}
-	i, ok := w.layout.find(name)
+	i, ok := w.index[name]
 	if !ok {
 		return 0, w.failLocked(fmt.Errorf("safetensors: %s: tensor %q: %w: not in the layout", w.path, name, ErrWriteMismatch))
 	}
