@@ -84,6 +84,12 @@ func Open(path string) (*Checkpoint, error) {
 			return nil, err
 		}
 		c.IndexMetadata, names = ix.metadata, ix.shards
+		for _, name := range names {
+			p := filepath.Join(c.Dir, name)
+			if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("safetensors: %s: tensor %q: %w: %s", c.IndexPath, ix.first[name], ErrMissingShard, p)
+			}
+		}
 	case names == nil:
 		if names, err = listShards(c.Dir); err != nil {
 			return nil, err

@@ -246,7 +246,7 @@ func (d *headerDecoder) uints(name, field string, want int) ([]int64, error) {
 		out = append(out, int64(v))
 	}
 	if want >= 0 && len(out) != want {
-		return bad(fmt.Sprintf("%d elements, want %d", len(out), want))
+		return bad(fmt.Sprintf("want %d elements, found %d", want, len(out)))
 	}
 	return out, nil
 }

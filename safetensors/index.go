@@ -17,6 +17,7 @@ type index struct {
 	metadata  map[string]any    // "metadata", numbers as json.Number; nil when absent
 	weightMap map[string]string // tensor -> shard file name
 	shards    []string          // distinct shard names, sorted
+	first     map[string]string // shard name -> its first tensor by name, for error messages
 }
 
 // readIndex reads and checks an index file: a JSON object with a "weight_map" object of strings,
@@ -104,11 +105,13 @@ func decodeIndex(data []byte) (*index, error) {
 	if ix.weightMap == nil {
 		return nil, fmt.Errorf("%w: no weight_map", ErrInvalidIndex)
 	}
-	set := map[string]struct{}{}
-	for _, name := range ix.weightMap {
-		if _, ok := set[name]; !ok {
-			set[name] = struct{}{}
-			ix.shards = append(ix.shards, name)
+	ix.first = map[string]string{}
+	for tensor, shard := range ix.weightMap {
+		if prev, ok := ix.first[shard]; !ok {
+			ix.shards = append(ix.shards, shard)
+			ix.first[shard] = tensor
+		} else if tensor < prev {
+			ix.first[shard] = tensor
 		}
 	}
 	slices.Sort(ix.shards)
