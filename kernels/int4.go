@@ -141,16 +141,19 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 // absMaxBits returns the largest bit pattern of |x|: for non-negative floats integer order is
 // numeric order, and NaN and Inf sort above every finite value.
 func absMaxBits(x []float32) uint32 {
-	var m0, m1 uint32
-	for len(x) >= 2 {
-		m0 = max(m0, math.Float32bits(x[0])&0x7fffffff)
-		m1 = max(m1, math.Float32bits(x[1])&0x7fffffff)
-		x = x[2:]
+	var m0, m1, m2, m3 uint32
+	for len(x) >= 4 {
+		v := x[:4:4]
+		m0 = max(m0, math.Float32bits(v[0])&0x7fffffff)
+		m1 = max(m1, math.Float32bits(v[1])&0x7fffffff)
+		m2 = max(m2, math.Float32bits(v[2])&0x7fffffff)
+		m3 = max(m3, math.Float32bits(v[3])&0x7fffffff)
+		x = x[4:]
 	}
-	if len(x) == 1 {
-		m0 = max(m0, math.Float32bits(x[0])&0x7fffffff)
+	for _, v := range x {
+		m0 = max(m0, math.Float32bits(v)&0x7fffffff)
 	}
-	return max(m0, m1)
+	return max(max(m0, m1), max(m2, m3))
 }
 
 // extreme returns the first element of x whose magnitude is a.

@@ -1,0 +1,119 @@
+package quantize
+
+import (
+	"context"
+	"testing"
+
+	"pdq/quantize/qref"
+	"pdq/safetensors"
+)
+
+// Benchmarks report ns/weight on one worker; run with -cpu 1:
+//
+//	go test ./quantize -run '^$' -bench . -cpu 1
+
+const benchRows, benchCols = 256, 4096
+
+var benchData = map[qref.Dist][]float32{}
+
+func benchWeights(d qref.Dist) []float32 {
+	if w, ok := benchData[d]; ok {
+		return w
+	}
+	w := qref.Synthetic(d, benchRows, benchCols, qref.Sigma, 1)
+	benchData[d] = w
+	return w
+}
+
+func perWeight(b *testing.B, n int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/weight")
+}
+
+func BenchmarkQuantizeInt4(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opt  Int4Options
+	}{
+		{"rtn/g32", Int4Options{GroupSize: 32, Method: MethodRTN}},
+		{"rtn/g128", Int4Options{GroupSize: 128, Method: MethodRTN}},
+		{"mse/g32", Int4Options{GroupSize: 32}},
+		{"mse/g64", Int4Options{GroupSize: 64}},
+		{"mse/g128", Int4Options{GroupSize: 128}},
+		{"mse/channel", Int4Options{GroupSize: 0}},
+		{"mse-signed/g32", Int4Options{GroupSize: 32, SignedScales: true}},
+	} {
+		for _, d := range []qref.Dist{qref.Gauss, qref.T4} {
+			b.Run(c.name+"/"+string(d), func(b *testing.B) {
+				w := benchWeights(d)
+				opt := c.opt
+				opt.Workers = 1
+				b.SetBytes(int64(4 * len(w)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := QuantizeInt4(context.Background(), w, benchRows, benchCols, opt); err != nil {
+						b.Fatal(err)
+					}
+				}
+				perWeight(b, len(w))
+			})
+		}
+	}
+}
+
+func BenchmarkQuantizeFP8Block(b *testing.B) {
+	w := benchWeights(qref.Gauss)
+	b.SetBytes(int64(4 * len(w)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := QuantizeFP8Block(context.Background(), w, benchRows, benchCols, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perWeight(b, len(w))
+}
+
+func BenchmarkDequantizeInt4(b *testing.B) {
+	w := benchWeights(qref.Gauss)
+	r, err := QuantizeInt4(context.Background(), w, benchRows, benchCols, Int4Options{GroupSize: 32, Method: MethodRTN})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]float32, len(w))
+	b.SetBytes(int64(len(r.Packed)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := DequantizeInt4(dst, r.Packed, r.Scales, safetensors.BF16, benchRows, benchCols, 32); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perWeight(b, len(w))
+}
+
+func BenchmarkDequantizeFP8Block(b *testing.B) {
+	w := benchWeights(qref.Gauss)
+	r, err := QuantizeFP8Block(context.Background(), w, benchRows, benchCols, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]float32, len(w))
+	b.SetBytes(int64(len(r.Data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := DequantizeFP8Block(dst, r.Data, r.ScaleInv, benchRows, benchCols); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perWeight(b, len(w))
+}
+
+func BenchmarkMetricsAdd(b *testing.B) {
+	w := benchWeights(qref.Gauss)
+	got := benchWeights(qref.T4)
+	b.SetBytes(int64(8 * len(w)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var m Metrics
+		m.Add(w, got, 0)
+	}
+	perWeight(b, len(w))
+}
