@@ -1,0 +1,256 @@
+package convert_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"pdq/quantize/convert"
+	"pdq/safetensors"
+	"pdq/testdata/synth"
+)
+
+// resumeOptions plan the resume and cancellation tests: small output shards, so that a run is
+// cut in the middle of many of them.
+var resumeOptions = convert.Options{GroupSize: 32, MaxShardSize: 512 << 10}
+
+// resumeSource is a GLM-4-style checkpoint of four layers (shared, read-only).
+func resumeSource(t testing.TB) string {
+	return shared(t, "resume-src", func(dir string) error {
+		m := synth.Tiny(synth.StyleGLM4)
+		m.Layers = 4
+		return generateInto(dir, synth.Options{Model: m, Seed: 5, MaxShardBytes: 1 << 20})
+	})
+}
+
+// resumeReference is the uninterrupted conversion of resumeSource and its number of slabs.
+func resumeReference(t testing.TB) (files map[string][]byte, slabs int64) {
+	src := resumeSource(t)
+	var n atomic.Int64
+	out := shared(t, "resume-ref", func(dir string) error {
+		p := plan(t, src, resumeOptions)
+		_, err := runPlan(p, dir, convert.RunOptions{Workers: 2, Progress: func(int64, int64, string) { n.Add(1) }})
+		if err == nil {
+			err = os.WriteFile(dir+".slabs", []byte(strconv.FormatInt(n.Load(), 10)), 0o644)
+		}
+		return err
+	})
+	b, err := os.ReadFile(out + ".slabs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slabs, _ = strconv.ParseInt(string(b), 10, 64)
+	return outputFiles(t, out), slabs
+}
+
+// Environment of the child process of TestResumeAfterKill.
+const (
+	envChild     = "PDQ_CONVERT_TEST_CHILD"
+	envSrc       = "PDQ_CONVERT_TEST_SRC"
+	envOut       = "PDQ_CONVERT_TEST_OUT"
+	envKillAfter = "PDQ_CONVERT_TEST_KILL_AFTER_SLABS"
+	envKillDelay = "PDQ_CONVERT_TEST_KILL_AFTER"
+)
+
+// TestHelperConvertChild is not a test: TestResumeAfterKill runs the test binary again with
+// this test selected to convert in a process that kills itself (SIGKILL) part-way.
+func TestHelperConvertChild(t *testing.T) {
+	if os.Getenv(envChild) != "1" {
+		t.Skip("helper process of TestResumeAfterKill")
+	}
+	die := func() {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Minute)
+	}
+	after, _ := strconv.ParseInt(os.Getenv(envKillAfter), 10, 64)
+	if d, err := time.ParseDuration(os.Getenv(envKillDelay)); err == nil && d > 0 {
+		time.AfterFunc(d, die)
+	}
+	var n atomic.Int64
+	ro := convert.RunOptions{Workers: 2, Progress: func(int64, int64, string) {
+		if n.Add(1) == after {
+			die()
+		}
+	}}
+	if _, err := runPlan(plan(t, os.Getenv(envSrc), resumeOptions), os.Getenv(envOut), ro); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runChild converts in a child process that kills itself after slabs slabs or after delay; it
+// reports whether the child was killed (it may finish first).
+func runChild(t *testing.T, src, out string, slabs int64, delay time.Duration) bool {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperConvertChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envChild+"=1", envSrc+"="+src, envOut+"="+out,
+		envKillAfter+"="+strconv.FormatInt(slabs, 10), envKillDelay+"="+delay.String())
+	outb, err := cmd.CombinedOutput()
+	if err == nil {
+		return false
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return true
+		}
+	}
+	t.Fatalf("child: %v\n%s", err, outb)
+	return false
+}
+
+// checkUnfinished: an interrupted output directory holds nothing that looks finished but is
+// not: no index, config or report, and every shard under its final name is complete.
+func checkUnfinished(t *testing.T, out string) {
+	if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+		t.Errorf("report.json exists after an interrupted run")
+	}
+	for _, kind := range []string{"prefill", "decode"} {
+		ents, err := os.ReadDir(filepath.Join(out, kind))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			name := e.Name()
+			path := filepath.Join(out, kind, name)
+			switch {
+			case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".partial"):
+			case strings.HasSuffix(name, ".safetensors"):
+				ck, err := safetensors.Open(path)
+				if err != nil {
+					t.Errorf("%s/%s is not a complete safetensors file: %v", kind, name, err)
+					continue
+				}
+				ck.Close()
+			default:
+				t.Errorf("%s/%s exists after an interrupted run (index, config and side files come last)", kind, name)
+			}
+		}
+	}
+}
+
+// TestResumeAfterKill kills a conversion (kill -9) after the first slab, in the middle, near the
+// end and at a random time, checks what it left, and resumes it: the result is byte-identical to
+// an uninterrupted run.
+func TestResumeAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs several conversions in child processes")
+	}
+	src := resumeSource(t)
+	want, slabs := resumeReference(t)
+	if slabs < 20 {
+		t.Fatalf("only %d slabs", slabs)
+	}
+	t0 := time.Now()
+	runChild(t, src, filepath.Join(t.TempDir(), "timing"), 0, 0)
+	full := time.Since(t0)
+	cases := []struct {
+		name  string
+		slabs int64
+		delay time.Duration
+	}{
+		{"first-slab", 1, 0},
+		{"middle", slabs / 2, 0},
+		{"near-end", slabs - 2, 0},
+		{"random-time", 0, time.Duration(rand.Int64N(int64(full)) + 1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			killed := runChild(t, src, out, tc.slabs, tc.delay)
+			if !killed && tc.delay == 0 {
+				t.Fatalf("child finished without being killed after %d of %d slabs", tc.slabs, slabs)
+			}
+			left := countShards(t, out)
+			if killed {
+				t.Logf("killed after %d slabs / %v; left %d finished shard files", tc.slabs, tc.delay, left)
+				checkUnfinished(t, out)
+			} else {
+				t.Logf("the child finished within %v", tc.delay)
+			}
+			var redone atomic.Int64
+			ro := convert.RunOptions{Workers: 2, Resume: true, Progress: func(int64, int64, string) { redone.Add(1) }}
+			if _, err := runPlan(plan(t, src, resumeOptions), out, ro); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			if left > 0 && redone.Load() >= slabs {
+				t.Errorf("resume redid all %d slabs although %d shards were finished", redone.Load(), left)
+			}
+			sameFiles(t, "resumed vs uninterrupted", want, outputFiles(t, out))
+			checkNoPartial(t, out)
+		})
+	}
+}
+
+func countShards(t *testing.T, out string) int {
+	n := 0
+	for _, kind := range []string{"prefill", "decode"} {
+		ents, _ := os.ReadDir(filepath.Join(out, kind))
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".safetensors") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// checkNoPartial fails if any temporary file is left under out.
+func checkNoPartial(t *testing.T, out string) {
+	t.Helper()
+	for name := range readTree(t, out) {
+		if strings.HasSuffix(name, ".partial") {
+			t.Errorf("%s left behind", name)
+		}
+	}
+}
+
+// TestCancel cancels a conversion from its progress callback: Run stops within a few slabs
+// with context.Canceled, leaves no temporary files and no index, and a resumed run completes
+// byte-identical to an uninterrupted one.
+func TestCancel(t *testing.T) {
+	src := resumeSource(t)
+	want, slabs := resumeReference(t)
+	const workers = 2
+	for _, at := range []int64{3, slabs / 2} {
+		out := filepath.Join(t.TempDir(), "out")
+		ctx, cancel := context.WithCancel(context.Background())
+		var n, after atomic.Int64
+		var once sync.Once
+		ro := convert.RunOptions{Workers: workers, Progress: func(int64, int64, string) {
+			if n.Add(1) >= at {
+				once.Do(cancel)
+				after.Add(1)
+			}
+		}}
+		_, err := convert.Run(ctx, plan(t, src, resumeOptions), out, ro)
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancel after %d slabs: Run returned %v, want context.Canceled", at, err)
+		}
+		// Slabs already read may finish: those with the workers and those queued for them.
+		if extra := after.Load() - 1; extra > 2*workers+1 {
+			t.Errorf("cancel after %d slabs: %d more slabs finished after the cancellation", at, extra)
+		}
+		checkNoPartial(t, out)
+		checkUnfinished(t, out)
+		if _, err := os.Stat(filepath.Join(out, "decode", safetensors.IndexFileName)); err == nil {
+			t.Errorf("decode index written by a cancelled run")
+		}
+		if _, err := runPlan(plan(t, src, resumeOptions), out, convert.RunOptions{Workers: workers, Resume: true}); err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		sameFiles(t, "resumed after cancel vs uninterrupted", want, outputFiles(t, out))
+	}
+}
