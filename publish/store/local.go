@@ -112,6 +112,10 @@ func (l *Local) Put(ctx context.Context, key string, r io.ReadSeeker, size int64
 
 // commit fsyncs and closes tmp and moves it to key, then records metadata.
 func (l *Local) commit(tmp *os.File, key string, opts PutOptions) error {
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("store: put %s: %w", key, err)
+	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("store: put %s: %w", key, err)

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"pdq/publish"
+	"pdq/publish/store"
+)
+
+func init() { commands = append(commands, newPublishCmd) }
+
+// storeFlags are the flags that reach an object store.
+type storeFlags struct {
+	endpoint, region string
+	parallel         int
+	partSize         int64
+	quiet, asJSON    bool
+}
+
+func (f *storeFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.endpoint, "endpoint", "", "S3 endpoint URL, e.g. http://127.0.0.1:7070 (default $AWS_ENDPOINT_URL; path-style addressing)")
+	fl.StringVar(&f.region, "region", "", "S3 region (default $AWS_REGION or the profile's, else us-east-1)")
+	fl.IntVar(&f.parallel, "parallel", publish.DefaultParallel, "requests in flight")
+	f.partSize = publish.DefaultPartSize
+	fl.Var(bytesValue{&f.partSize}, "part-size", "size of each uploaded part or downloaded range (at least 5MiB)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout")
+}
+
+func (f *storeFlags) check() error {
+	if f.parallel < 1 || f.parallel > 256 {
+		return usagef("--parallel %d: want 1..256", f.parallel)
+	}
+	if f.partSize < store.MinPartSize {
+		return usagef("--part-size %s: at least %s", formatBytes(f.partSize), formatBytes(store.MinPartSize))
+	}
+	return nil
+}
+
+func (f *storeFlags) open(ctx context.Context, url string) (store.Store, error) {
+	return publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: f.endpoint, Region: f.region, MaxConns: f.parallel})
+}
+
+// progress returns a progress bar on stderr when it is a terminal and output is wanted.
+func (f *storeFlags) progress(desc string) *byteProgress {
+	if f.quiet || !stderrIsTerminal() {
+		return nil
+	}
+	return newByteProgress(os.Stderr, desc)
+}
+
+// publishOptions are the flags of pdq publish.
+type publishOptions struct {
+	storeFlags
+	source   string
+	report   string
+	compress bool
+}
+
+func newPublishCmd() *cobra.Command {
+	var o publishOptions
+	cmd := &cobra.Command{
+		Use:   "publish DIR URL",
+		Short: "Upload a checkpoint directory to an object store as an immutable version",
+		Long: `publish uploads every file of DIR under URL (s3://bucket/prefix, file:///path or a directory),
+then writes URL/manifest.json last (path, size and SHA-256 of every file, tool version, source,
+creation time) on the condition that none exists: a version is published once and never overwritten.
+
+Large files go up in parts read straight from disk, --parallel at a time, each with a CRC32C; run
+again after an interruption and it resumes, sending only the parts the store lacks. Files already
+stored with the same size and SHA-256 are skipped. The report (DIR/report.json, or the
+report.json next to DIR that pdq convert writes) is published with the checkpoint.
+
+--compress stores safetensors files losslessly compressed (ZipNN-style: BF16 exponents, FP8 and
+INT4 bytes Huffman-coded); pdq pull restores the exact original bytes.
+
+Credentials and region follow the AWS conventions (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...).`,
+		Example: `  pdq publish /data/glm5-pd/decode s3://models/glm5/decode/v1 --source hf://zai-org/GLM-5-FP8
+  pdq publish out/decode s3://bucket/v1 --endpoint http://127.0.0.1:7070 --compress
+  pdq publish /tmp/tiny/decode /srv/published/tiny/v1 --json`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			return runPublish(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], o)
+		},
+	}
+	o.storeFlags.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&o.source, "source", "", "what the checkpoint was made from, recorded in the manifest (e.g. hf://org/model@rev)")
+	fl.StringVar(&o.report, "report", "auto", `report file to publish as report.json ("auto": DIR/../report.json when DIR has none; "" for none)`)
+	fl.BoolVar(&o.compress, "compress", false, "store safetensors files losslessly compressed (zipnn)")
+	return cmd
+}
+
+// findReport resolves --report: "auto" picks the report pdq convert writes next to DIR.
+func findReport(dir, flag string) string {
+	if flag != "auto" {
+		return flag
+	}
+	if _, err := os.Stat(filepath.Join(dir, publish.ReportName)); err == nil {
+		return "" // published with the directory anyway
+	}
+	p := filepath.Join(filepath.Dir(filepath.Clean(dir)), publish.ReportName)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p
+	}
+	return ""
+}
+
+func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOptions) error {
+	st, err := o.open(ctx, url)
+	if err != nil {
+		return err
+	}
+	prog := o.progress("publish")
+	opts := publish.Options{
+		Source: o.source, ToolVersion: version, Parallel: o.parallel, PartSize: o.partSize,
+		Compress: o.compress, Report: findReport(dir, o.report),
+	}
+	if prog != nil {
+		opts.Progress = prog
+	}
+	res, err := publish.Publish(ctx, st, dir, opts)
+	prog.finish()
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.asJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	case o.quiet:
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, f := range res.Files {
+		how := ""
+		if f.Compression != publish.CompressionNone {
+			how = fmt.Sprintf("%s -> %s (%s %.3fx)", formatBytes(f.Size), formatBytes(f.StoredSize), f.Compression, f.Ratio)
+		} else {
+			how = formatBytes(f.Size)
+		}
+		parts := ""
+		if f.PartsReused > 0 {
+			parts = fmt.Sprintf("%d parts kept, %d sent", f.PartsReused, f.PartsSent)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Action, f.Path, how, parts)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "published %d files, %s (stored %s, sent %s in %.1fs, %s/s) to %s\n",
+		len(res.Files), formatBytes(res.Size), formatBytes(res.StoredSize), formatBytes(res.BytesSent),
+		res.Seconds, formatBytes(int64(float64(res.BytesSent)/max(res.Seconds, 1e-3))), res.URL)
+	return nil
+}
+
+// byteProgress draws a progress bar over bytes: publish and pull add to atomic counters and a
+// ticker redraws the bar, so workers never wait on the terminal.
+type byteProgress struct {
+	total, done atomic.Int64
+	bar         *progressbar.ProgressBar
+	stop        chan struct{}
+	wg          sync.WaitGroup
+}
+
+func newByteProgress(w io.Writer, desc string) *byteProgress {
+	p := &byteProgress{stop: make(chan struct{})}
+	p.bar = progressbar.NewOptions64(-1,
+		progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	p.wg.Go(func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		shown := int64(-1)
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				if tot := p.total.Load(); tot != shown && tot > 0 {
+					p.bar.ChangeMax64(tot)
+					shown = tot
+				}
+				p.bar.Set64(p.done.Load())
+			}
+		}
+	})
+	return p
+}
+
+// AddTotal implements publish.Progress.
+func (p *byteProgress) AddTotal(n int64) { p.total.Add(n) }
+
+// Add implements publish.Progress.
+func (p *byteProgress) Add(n int64) { p.done.Add(n) }
+
+// finish stops and clears the bar; a nil bar does nothing.
+func (p *byteProgress) finish() {
+	if p == nil {
+		return
+	}
+	close(p.stop)
+	p.wg.Wait()
+	p.bar.Finish()
+}

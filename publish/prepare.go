@@ -1,0 +1,127 @@
+package publish
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+
+	"pdq/publish/store"
+	"pdq/publish/zipnn"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// readBufs recycles the read buffers of hashing passes.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// sums are what one pass over a local file gives: its SHA-256 and the CRC32C of each part.
+type sums struct {
+	size     int64
+	sha256   string
+	partSize int64
+	crcs     []uint32 // one per part; one (of nothing) for an empty file
+}
+
+// partSizeFor returns the part size to use for a file: the requested one, raised (to a whole MiB)
+// when the file would need more than store.MaxParts parts.
+func partSizeFor(size, want int64) int64 {
+	if n := (size + want - 1) / want; n > store.MaxParts {
+		per := (size + store.MaxParts - 1) / store.MaxParts
+		return (per + 1<<20 - 1) &^ (1<<20 - 1)
+	}
+	return want
+}
+
+// hashFile reads path once, computing its SHA-256 and the CRC32C of each part of partSize.
+func hashFile(ctx context.Context, path string, partSize int64) (sums, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sums{}, fmt.Errorf("publish: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return sums{}, fmt.Errorf("publish: %w", err)
+	}
+	s := sums{size: fi.Size(), partSize: partSizeFor(fi.Size(), partSize)}
+	h := sha256.New()
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
+	var crc uint32
+	inPart, total := int64(0), int64(0)
+	for {
+		if err := ctx.Err(); err != nil {
+			return sums{}, err
+		}
+		n, rerr := f.Read(buf)
+		b := buf[:n]
+		h.Write(b)
+		total += int64(n)
+		for len(b) > 0 {
+			take := min(int64(len(b)), s.partSize-inPart)
+			crc = crc32.Update(crc, castagnoli, b[:take])
+			b, inPart = b[take:], inPart+take
+			if inPart == s.partSize {
+				s.crcs, crc, inPart = append(s.crcs, crc), 0, 0
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return sums{}, fmt.Errorf("publish: read %s: %w", path, rerr)
+		}
+	}
+	if inPart > 0 || total == 0 {
+		s.crcs = append(s.crcs, crc)
+	}
+	if total != s.size {
+		return sums{}, fmt.Errorf("publish: %s changed size while being read (%d, then %d bytes)", path, s.size, total)
+	}
+	s.sha256 = hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+// partLen returns the length of part i (0-based).
+func (s sums) partLen(i int) int64 { return min(s.partSize, s.size-int64(i)*s.partSize) }
+
+// compressFile writes the zipnn container of the file at path to a new temporary file in dir and
+// returns its name and the compression statistics. Safetensors files are coded tensor by tensor;
+// anything else as bytes.
+func compressFile(ctx context.Context, path, dir string, workers int) (string, zipnn.Stats, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", zipnn.Stats{}, fmt.Errorf("publish: %w", err)
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return "", zipnn.Stats{}, fmt.Errorf("publish: %w", err)
+	}
+	plan, err := zipnn.PlanSafetensors(src, fi.Size())
+	if errors.Is(err, zipnn.ErrNotSafetensors) {
+		plan = zipnn.PlanBytes(fi.Size())
+	} else if err != nil {
+		return "", zipnn.Stats{}, fmt.Errorf("publish: %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(dir, "pdq-publish-*.zipnn")
+	if err != nil {
+		return "", zipnn.Stats{}, fmt.Errorf("publish: %w", err)
+	}
+	st, err := zipnn.Compress(ctx, tmp, src, fi.Size(), plan, zipnn.Options{Workers: workers})
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", zipnn.Stats{}, fmt.Errorf("publish: compress %s: %w", path, err)
+	}
+	return tmp.Name(), st, nil
+}

@@ -1,0 +1,355 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"pdq/publish/store"
+)
+
+// Object metadata written with every file (S3: x-amz-meta-*).
+const (
+	metaSHA256       = "sha256"        // SHA-256 of the original file
+	metaSize         = "size"          // size of the original file
+	metaCompression  = "compression"   // CompressionZipNN when compressed; absent otherwise
+	metaStoredSHA256 = "stored-sha256" // SHA-256 of the stored bytes, when compressed
+)
+
+// Defaults.
+const (
+	DefaultPartSize = 64 << 20
+	DefaultParallel = 8
+)
+
+// Options tune Publish.
+type Options struct {
+	// Source names what the checkpoint was made from; recorded in the manifest.
+	Source string
+	// ToolVersion is recorded in the manifest.
+	ToolVersion string
+	// Parallel bounds the requests in flight (default DefaultParallel).
+	Parallel int
+	// PartSize is the multipart part size (default DefaultPartSize, at least store.MinPartSize);
+	// files up to this size go up in one request.
+	PartSize int64
+	// Compress stores safetensors files as zipnn containers when that makes them smaller.
+	Compress bool
+	// Report, if set, is a file published as report.json alongside the checkpoint.
+	Report string
+	// TempDir holds compressed files before upload (default os.TempDir()).
+	TempDir string
+	// Progress receives byte counts (optional).
+	Progress Progress
+	// Now gives the creation time (default time.Now).
+	Now func() time.Time
+	// OnPart is called after each part of a multipart upload is stored (optional).
+	OnPart func(key string, part int32)
+	// Log receives progress details (default slog.Default()).
+	Log *slog.Logger
+}
+
+// FileResult says what happened to one file.
+type FileResult struct {
+	Path        string  `json:"path"`
+	Size        int64   `json:"size"`
+	StoredSize  int64   `json:"stored_size"`
+	Compression string  `json:"compression"`
+	Ratio       float64 `json:"ratio"`
+	// Action is "uploaded", "resumed" (a multipart upload was continued) or "skipped" (already
+	// stored with the same size and SHA-256).
+	Action      string `json:"action"`
+	PartsSent   int    `json:"parts_sent"`
+	PartsReused int    `json:"parts_reused"`
+}
+
+// Result summarises a publish.
+type Result struct {
+	URL         string       `json:"url"`
+	Files       []FileResult `json:"files"`
+	Size        int64        `json:"size"`
+	StoredSize  int64        `json:"stored_size"`
+	BytesSent   int64        `json:"bytes_sent"`
+	PartsSent   int          `json:"parts_sent"`
+	PartsReused int          `json:"parts_reused"`
+	Seconds     float64      `json:"seconds"`
+	Manifest    *Manifest    `json:"manifest"`
+}
+
+// localFile is a file to publish.
+type localFile struct {
+	path  string // manifest path
+	local string // file system name
+	size  int64
+}
+
+// ReportName is the path a report is published under.
+const ReportName = "report.json"
+
+// listFiles returns the regular files under dir (symbolic links to files are followed), by path.
+func listFiles(dir, report string) ([]localFile, error) {
+	var files []localFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == pullState || rel == store.ReservedPrefix {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("publish: %s is not a regular file", p)
+		}
+		if err := ValidPath(rel); err != nil {
+			return fmt.Errorf("publish: cannot publish %s: %w", p, err)
+		}
+		files = append(files, localFile{path: rel, local: p, size: fi.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publish: %s: %w", dir, err)
+	}
+	if report != "" {
+		fi, err := os.Stat(report)
+		if err != nil {
+			return nil, fmt.Errorf("publish: report: %w", err)
+		}
+		for _, f := range files {
+			if f.path == ReportName {
+				return nil, fmt.Errorf("publish: %s already has a %s; not adding %s", dir, ReportName, report)
+			}
+		}
+		files = append(files, localFile{path: ReportName, local: report, size: fi.Size()})
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("publish: %s holds no files", dir)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	return files, nil
+}
+
+// compressible says whether --compress applies to a file.
+func compressible(path string) bool { return strings.HasSuffix(path, ".safetensors") }
+
+// Publish uploads every file of the checkpoint directory dir (and opts.Report) to st, then
+// writes the manifest last, on the condition that none exists. It fails with ErrAlreadyPublished
+// if the version has a manifest. Run again after an interruption, it skips the files already
+// stored and resumes the multipart uploads it left.
+func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Result, error) {
+	start := time.Now()
+	if opts.Parallel <= 0 {
+		opts.Parallel = DefaultParallel
+	}
+	if opts.PartSize == 0 {
+		opts.PartSize = DefaultPartSize
+	}
+	if opts.PartSize < store.MinPartSize {
+		return nil, fmt.Errorf("publish: part size %d is under the %d minimum", opts.PartSize, store.MinPartSize)
+	}
+	if opts.Progress == nil {
+		opts.Progress = noProgress{}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("publish: %s is not a directory", dir)
+	}
+	files, err := listFiles(dir, opts.Report)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Stat(ctx, ManifestKey); err == nil {
+		return nil, fmt.Errorf("%w: %s has a %s; publish to a new version", ErrAlreadyPublished, st, ManifestKey)
+	} else if !errors.Is(err, store.ErrNotExist) {
+		return nil, err
+	}
+	var total int64
+	for _, f := range files {
+		total += f.size
+	}
+	opts.Progress.AddTotal(total)
+
+	up := &uploader{st: st, sem: make(chan struct{}, opts.Parallel), progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
+	entries := make([]File, len(files))
+	results := make([]FileResult, len(files))
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	work := make(chan int)
+	for range min(opts.Parallel, len(files)) {
+		wg.Go(func() {
+			for i := range work {
+				e, r, err := publishFile(gctx, up, files[i], opts)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
+					continue
+				}
+				entries[i], results[i] = e, r
+			}
+		})
+	}
+feed:
+	for i := range files {
+		select {
+		case work <- i:
+		case <-gctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, firstErr
+	}
+
+	m := &Manifest{
+		Format: ManifestFormat, Tool: "pdq", ToolVersion: opts.ToolVersion,
+		Created: opts.Now().UTC().Truncate(time.Second), Source: opts.Source,
+		ContentSHA256: contentSHA256(entries), Files: entries,
+	}
+	if opts.Report != "" {
+		m.Report = ReportName
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("publish: manifest: %w", err)
+	}
+	b = append(b, '\n')
+	err = st.Put(ctx, ManifestKey, bytes.NewReader(b), int64(len(b)), store.PutOptions{IfNoneMatch: true})
+	if errors.Is(err, store.ErrExists) {
+		return nil, fmt.Errorf("%w: %s got a %s while this publish ran", ErrAlreadyPublished, st, ManifestKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish: write %s: %w", ManifestKey, err)
+	}
+
+	res := &Result{URL: st.String(), Files: results, BytesSent: up.bytesSent.Load(), Manifest: m}
+	for _, r := range results {
+		res.Size += r.Size
+		res.StoredSize += r.StoredSize
+		res.PartsSent += r.PartsSent
+		res.PartsReused += r.PartsReused
+	}
+	res.BytesSent += int64(len(b))
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// publishFile hashes, maybe compresses, and uploads one file unless the store has it already.
+func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (File, FileResult, error) {
+	s, err := hashFile(ctx, f.local, opts.PartSize)
+	if err != nil {
+		return File{}, FileResult{}, err
+	}
+	e := File{Path: f.path, Size: s.size, SHA256: s.sha256, Compression: CompressionNone, Key: f.path, StoredSize: s.size}
+	r := FileResult{Path: f.path, Size: s.size, StoredSize: s.size, Compression: CompressionNone, Ratio: 1}
+	md := map[string]string{metaSHA256: s.sha256, metaSize: strconv.FormatInt(s.size, 10)}
+
+	if opts.Compress && compressible(f.path) {
+		key := f.path + zipnnSuffix
+		if info, err := up.st.Stat(ctx, key); err == nil && info.Metadata[metaSHA256] == s.sha256 &&
+			info.Metadata[metaCompression] == CompressionZipNN && validHex(info.Metadata[metaStoredSHA256]) {
+			return compressedEntry(e, key, info.Size, info.Metadata[metaStoredSHA256]), skipped(up, r, info.Size, true), nil
+		} else if err != nil && !errors.Is(err, store.ErrNotExist) {
+			return File{}, FileResult{}, err
+		}
+		// One file at a time: compression uses every core, and its buffers are then bounded.
+		up.compressMu.Lock()
+		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0)
+		up.compressMu.Unlock()
+		if err != nil {
+			return File{}, FileResult{}, err
+		}
+		defer os.Remove(tmp)
+		opts.Log.Debug("compressed", "path", f.path, "ratio", zs.Ratio())
+		if zs.StoredSize < s.size {
+			cs, err := hashFile(ctx, tmp, opts.PartSize)
+			if err != nil {
+				return File{}, FileResult{}, err
+			}
+			md[metaCompression], md[metaStoredSHA256] = CompressionZipNN, cs.sha256
+			up.progress.AddTotal(cs.size - s.size)
+			e = compressedEntry(e, key, cs.size, cs.sha256)
+			r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, cs.size, float64(s.size)/float64(max(cs.size, 1))
+			stats, err := up.upload(ctx, key, tmp, cs, md)
+			if err != nil {
+				return File{}, FileResult{}, err
+			}
+			return e, sent(r, stats), nil
+		}
+		opts.Log.Info("compression does not pay; storing as is", "path", f.path)
+	}
+
+	if info, err := up.st.Stat(ctx, f.path); err == nil && info.Size == s.size &&
+		info.Metadata[metaSHA256] == s.sha256 && info.Metadata[metaCompression] == "" {
+		return e, skipped(up, r, s.size, false), nil
+	} else if err != nil && !errors.Is(err, store.ErrNotExist) {
+		return File{}, FileResult{}, err
+	}
+	stats, err := up.upload(ctx, f.path, f.local, s, md)
+	if err != nil {
+		return File{}, FileResult{}, err
+	}
+	return e, sent(r, stats), nil
+}
+
+func compressedEntry(e File, key string, storedSize int64, storedSHA string) File {
+	e.Compression, e.Key, e.StoredSize, e.StoredSHA256 = CompressionZipNN, key, storedSize, storedSHA
+	return e
+}
+
+func skipped(up *uploader, r FileResult, stored int64, compressed bool) FileResult {
+	up.progress.AddTotal(stored - r.Size)
+	up.progress.Add(stored)
+	if compressed {
+		r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, stored, float64(r.Size)/float64(max(stored, 1))
+	}
+	r.Action = "skipped"
+	return r
+}
+
+func sent(r FileResult, s sendStats) FileResult {
+	r.Action, r.PartsSent, r.PartsReused = "uploaded", s.partsSent, s.partsReused
+	if s.resumed {
+		r.Action = "resumed"
+	}
+	return r
+}
