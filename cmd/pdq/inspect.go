@@ -22,6 +22,7 @@ func init() { commands = append(commands, newInspectCmd) }
 type inspectOptions struct {
 	json    bool
 	tensors bool
+	scan    bool
 }
 
 func newInspectCmd() *cobra.Command {
@@ -46,6 +47,7 @@ Every header is validated: a malformed or truncated shard is an error that names
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON document instead of text")
 	cmd.Flags().BoolVar(&o.tensors, "tensors", false, "list every tensor (name, dtype, shape, bytes, shard)")
+	cmd.Flags().BoolVar(&o.scan, "scan", false, "also read every tensor once (streaming, 4 MiB at a time) and count NaN and Inf values")
 	return cmd
 }
 
@@ -78,6 +80,7 @@ type inspectReport struct {
 	Roles     map[string]countBytes `json:"roles"`
 	Model     rules.ModelSummary    `json:"model"`
 	List      []tensorEntry         `json:"tensor_list,omitempty"`
+	Scan      *scanResult           `json:"scan,omitempty"`
 }
 
 func runInspect(ctx context.Context, w io.Writer, src string, o inspectOptions) error {
@@ -109,6 +112,11 @@ func runInspect(ctx context.Context, w io.Writer, src string, o inspectOptions) 
 		add(r.Roles, string(role))
 		if o.tensors {
 			r.List = append(r.List, tensorEntry{Name: t.Name, DType: string(t.DType), Shape: t.Shape, Bytes: t.ByteSize(), Shard: t.Shard.Name, Role: string(role)})
+		}
+	}
+	if o.scan {
+		if r.Scan, err = scanTensors(ctx, ck, ts); err != nil {
+			return err
 		}
 	}
 	if o.json {
@@ -165,6 +173,13 @@ func printInspect(w io.Writer, r inspectReport) error {
 	}
 	tw.Flush()
 
+	if sc := r.Scan; sc != nil {
+		fmt.Fprintf(w, "\nscan: read %s in %.2fs (%.0f MB/s); %d NaN, %d Inf", formatBytes(sc.Bytes), sc.Seconds, float64(sc.Bytes)/sc.Seconds/1e6, sc.NaN, sc.Inf)
+		if sc.FirstBad != "" {
+			fmt.Fprintf(w, "; first in %s", sc.FirstBad)
+		}
+		fmt.Fprintln(w)
+	}
 	if len(r.List) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -38,7 +38,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 
 func (f *planFlags) options() convert.Options {
 	return convert.Options{
-		GroupSize: f.groupSize, Method: quantize.Method(f.method), SignedScales: f.signedScales,
+		GroupSize: groupOption(f.groupSize), Method: quantize.Method(f.method), SignedScales: f.signedScales,
 		Targets: f.targets, Ignore: f.ignore, DecodeDense: f.decodeDense, Only: f.only,
 		MaxShardSize: f.maxShardSize, OnUnsupported: f.onUnsupported,
 	}
@@ -64,4 +64,12 @@ func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint,
 		return nil, nil, err
 	}
 	return p, ck, nil
+}
+
+// groupOption maps the --group-size flag (0 = per channel) to convert.Options.GroupSize.
+func groupOption(g int) int {
+	if g == 0 {
+		return convert.PerChannel
+	}
+	return g
 }

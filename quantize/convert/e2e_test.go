@@ -27,6 +27,7 @@ var reTargetWeight = regexp.MustCompile(`\.experts\.\d+\.(gate_proj|up_proj|down
 type expect struct {
 	group int64
 	int4  func(weight string) bool
+	none  bool // no module is expected in INT4
 }
 
 // defaultExpect is the default plan: routed experts in groups of 32.
@@ -202,7 +203,7 @@ func checkDecodeTensors(t *testing.T, ex expect, srcT, dec map[string]*tensor, r
 			}
 		}
 	}
-	if targets == 0 {
+	if targets == 0 && !ex.none {
 		t.Fatal("no routed experts in the source")
 	}
 	for name := range want {

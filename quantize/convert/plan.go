@@ -42,7 +42,7 @@ const DefaultMaxShardSize = 5_000_000_000
 
 // Options decide the plan.
 type Options struct {
-	GroupSize     int             // INT4 group size: 32, 64, 128, or 0 for per channel
+	GroupSize     int             // INT4 group size: 32, 64 or 128 (0 means 32), or PerChannel
 	Method        quantize.Method // INT4 scale method
 	SignedScales  bool            // experimental Q4_0-style signed scales
 	Targets       string          // regex over module names selecting INT4 modules (default DefaultTargets)
@@ -68,7 +68,24 @@ var (
 	ErrBadOptions = errors.New("invalid options")
 )
 
+// PerChannel as Options.GroupSize gives one INT4 scale per output channel.
+const PerChannel = -1
+
+// DefaultGroupSize is the INT4 group size unless told otherwise.
+const DefaultGroupSize = 32
+
+// group returns the group length for a module with cols input features.
+func (o *Options) group(cols int) int {
+	if o.GroupSize == PerChannel {
+		return cols
+	}
+	return o.GroupSize
+}
+
 func (o *Options) defaults() error {
+	if o.GroupSize == 0 {
+		o.GroupSize = DefaultGroupSize
+	}
 	if o.Method == "" {
 		o.Method = quantize.Method("mse")
 	}
@@ -85,8 +102,8 @@ func (o *Options) defaults() error {
 		o.OnUnsupported = "error"
 	}
 	switch {
-	case o.GroupSize != 0 && o.GroupSize != 32 && o.GroupSize != 64 && o.GroupSize != 128:
-		return fmt.Errorf("%w: group size %d (want 32, 64, 128, or 0 for per channel)", ErrBadOptions, o.GroupSize)
+	case o.GroupSize != PerChannel && o.GroupSize != 32 && o.GroupSize != 64 && o.GroupSize != 128:
+		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
 	case o.DecodeDense != "bf16" && o.DecodeDense != "fp8":
 		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
 	case o.Only != "" && o.Only != "prefill" && o.Only != "decode":
@@ -252,7 +269,42 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 		}
 		p.Modules = append(p.Modules, m)
 	}
+	p.skipSiblings()
 	return nil
+}
+
+// skipSiblings keeps whole experts together: the engines need gate, up and down of one expert in
+// one scheme, so when one projection had to stay dense its INT4 siblings stay dense too.
+func (p *Plan) skipSiblings() {
+	skippedParent := map[string]string{}
+	for _, m := range p.Modules {
+		if m.Skipped != "" {
+			skippedParent[parentOf(m.Name)] = m.Name
+		}
+	}
+	if len(skippedParent) == 0 {
+		return
+	}
+	for _, m := range p.Modules {
+		cause, ok := skippedParent[parentOf(m.Name)]
+		if !ok || m.Decode != SchemeInt4 {
+			continue
+		}
+		m.Skipped = "kept with " + cause + " (one scheme per expert)"
+		p.Skipped = append(p.Skipped, m.Name+": "+m.Skipped)
+		m.Decode = SchemeCopy
+		if m.Weight.DType == safetensors.F8E4M3 {
+			m.Decode = SchemeBF16
+		}
+	}
+}
+
+// parentOf is the module's parent ("model.layers.3.mlp.experts.7" for its gate_proj).
+func parentOf(name string) string {
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		return name[:i]
+	}
+	return name
 }
 
 func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Source bool) error {
@@ -279,10 +331,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 		}
 	case isTarget:
 		m.Decode = SchemeInt4
-		g := o.GroupSize
-		if g == 0 {
-			g = m.Cols
-		}
+		g := o.group(m.Cols)
 		var why string
 		switch {
 		case m.Cols%g != 0:
@@ -336,10 +385,7 @@ func (p *Plan) OutputSpecs(m *Module, kind string) []safetensors.TensorSpec {
 	w := m.Weight
 	switch scheme {
 	case SchemeInt4:
-		g := int64(p.Options.GroupSize)
-		if g == 0 {
-			g = k
-		}
+		g := int64(p.Options.group(m.Cols))
 		return []safetensors.TensorSpec{
 			{Name: m.Name + ".weight_packed", DType: safetensors.I32, Shape: []int64{n, k / 8}},
 			{Name: m.Name + ".weight_scale", DType: safetensors.BF16, Shape: []int64{n, k / g}},
@@ -429,5 +475,3 @@ func (p *Plan) Counts(kind string) map[string]map[string]int {
 func (m *Module) describe() string {
 	return fmt.Sprintf("%s: tensor %q", m.Weight.Shard.Name, m.Weight.Name)
 }
-
-var _ = strings.TrimSpace

@@ -48,7 +48,7 @@ func (p *Plan) int4Weights() map[string]any {
 		"dynamic": false, "actorder": nil, "observer": "minmax", "observer_kwargs": map[string]any{},
 		"block_structure": nil,
 	}
-	if p.Options.GroupSize == 0 {
+	if p.Options.GroupSize == PerChannel {
 		w["strategy"], w["group_size"] = "channel", nil
 	}
 	return w

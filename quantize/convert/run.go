@@ -490,15 +490,7 @@ func (r *runner) finish() (*Report, error) {
 			continue
 		}
 		dir := filepath.Join(r.dir, out.Kind)
-		if out.CopySource {
-			if p.Source.IndexPath != "" {
-				if err := copyOrLink(p.Source.IndexPath, filepath.Join(dir, safetensors.IndexFileName), false); err != nil {
-					return nil, err
-				}
-			}
-		} else if err := safetensors.WriteIndex(dir, out.Shards, extra); err != nil {
-			return nil, err
-		}
+		// Side files, then config.json, then the index: an output with an index is complete.
 		if err := copySideFiles(p.Source.Dir, dir); err != nil {
 			return nil, err
 		}
@@ -514,6 +506,15 @@ func (r *runner) finish() (*Report, error) {
 			if err := writeFileAtomic(filepath.Join(dir, "config.json"), append(b, '\n')); err != nil {
 				return nil, err
 			}
+		}
+		if out.CopySource {
+			if p.Source.IndexPath != "" {
+				if err := copyOrLink(p.Source.IndexPath, filepath.Join(dir, safetensors.IndexFileName), false); err != nil {
+					return nil, err
+				}
+			}
+		} else if err := safetensors.WriteIndex(dir, out.Shards, extra); err != nil {
+			return nil, err
 		}
 	}
 	rep := r.report()

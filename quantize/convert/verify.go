@@ -110,6 +110,8 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 			if bits, _ := w["num_bits"].(float64); bits == 4 {
 				if gs, ok := w["group_size"].(float64); ok {
 					o.GroupSize = int(gs)
+				} else {
+					o.GroupSize = PerChannel
 				}
 			} else if bits == 8 {
 				o.DecodeDense = "fp8"
@@ -140,9 +142,6 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 	}
 	if kind == "decode" {
 		o.Only = "decode"
-	}
-	if o.GroupSize == 0 && len(o.TargetSet) > 0 {
-		o.GroupSize = 0
 	}
 	return o, kind, nil
 }

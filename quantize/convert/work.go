@@ -63,12 +63,10 @@ func scaleRange(m *Module, r0, r1 int) (int64, int64) {
 	if m.Scale == nil {
 		return 0, 0
 	}
-	srows := m.Scale.Shape[0]
-	if len(m.Scale.Shape) == 2 && srows == int64(m.Rows) { // per channel [N, 1]
+	if isChannelScale(m) {
 		return int64(r0), int64(r1)
 	}
-	block := ceilDiv(int64(m.Rows), srows)
-	return int64(r0) / block, ceilDiv(int64(r1), block)
+	return int64(r0) / FP8BlockSize, ceilDiv(int64(r1), FP8BlockSize)
 }
 
 // decodeSource turns a slab's source bytes into float32 values.
@@ -83,13 +81,11 @@ func decodeSource(dst []float32, m *Module, s *slab) error {
 		return fmt.Errorf("tensor %q: %w", m.Scale.Name, err)
 	}
 	rows, cols := s.r1-s.r0, m.Cols
-	if len(m.Scale.Shape) == 2 && m.Scale.Shape[0] == int64(m.Rows) && m.Scale.Shape[1] == 1 {
+	if isChannelScale(m) {
 		return quantize.DecodeFP8Channel(dst, s.raw, scale, rows, cols)
 	}
-	// Block scales: rows and columns per block from the full tensor's shapes.
-	bRows := int(ceilDiv(int64(m.Rows), m.Scale.Shape[0]))
-	bCols := int(ceilDiv(int64(m.Cols), int64(scaleCols(m))))
-	sc := scaleCols(m)
+	// Block scales: FP8BlockSize x FP8BlockSize blocks (the plan refuses other block sizes).
+	bRows, bCols, sc := FP8BlockSize, FP8BlockSize, scaleCols(m)
 	safetensors.DecodeF8E4M3(dst, s.raw[:rows*cols])
 	for r := range rows {
 		srow := scale[(r/bRows)*sc : (r/bRows+1)*sc]
@@ -99,6 +95,12 @@ func decodeSource(dst []float32, m *Module, s *slab) error {
 		}
 	}
 	return nil
+}
+
+// isChannelScale reports a per-output-channel FP8 scale ([N, 1] or [N]).
+func isChannelScale(m *Module) bool {
+	s := m.Scale.Shape
+	return len(s) >= 1 && s[0] == int64(m.Rows) && (len(s) == 1 || s[1] == 1) && m.Rows != 1
 }
 
 func scaleCols(m *Module) int {
@@ -131,6 +133,23 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		}
 		if err := quantize.CheckFinite(m.Weight.Name, vals); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.Weight.Shard.Name, err)
+		}
+	}
+	if vals == nil && m.Weight.DType.IsFloat() && len(s.raw) > 0 {
+		// Copied tensors are checked too: a NaN or Inf is never written silently.
+		n := len(s.raw) * 8 / m.Weight.DType.Bits()
+		wk.vals = grow(wk.vals, n)
+		if err := safetensors.DecodeFloat32(wk.vals[:n], s.raw, m.Weight.DType); err != nil {
+			return fmt.Errorf("convert: %s: %w", m.describe(), err)
+		}
+		if err := quantize.CheckFinite(m.Weight.Name, wk.vals[:n]); err != nil {
+			return fmt.Errorf("convert: %s: %w", m.Weight.Shard.Name, err)
+		}
+	} else if vals == nil && m.Weight.DType == safetensors.F8E4M3 {
+		for i, c := range s.raw {
+			if c&0x7f == 0x7f {
+				return fmt.Errorf("convert: %s: tensor %q: %w: FP8 NaN code at element %d", m.Weight.Shard.Name, m.Weight.Name, quantize.ErrNonFinite, int64(s.r0)*int64(max(m.Cols, 1))+int64(i))
+			}
 		}
 	}
 	res := &r.results[s.mi][s.si]
@@ -214,11 +233,8 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	o := wk.r.plan.Options
 	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
-	g := o.GroupSize
-	if g == 0 {
-		g = m.Cols
-	}
-	opt := quantize.Int4Options{GroupSize: o.GroupSize, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
+	g := o.group(m.Cols)
+	opt := quantize.Int4Options{GroupSize: g, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
 	q, err := quantize.QuantizeInt4(ctx, vals, rows, m.Cols, opt)
 	if err != nil {
 		return fmt.Errorf("convert: %s: %w", m.describe(), err)
