@@ -46,8 +46,11 @@ quality:
 ## demo: the main job end to end on a generated checkpoint (see README)
 demo: build
 	rm -rf $(DEMO)
-	$(BIN)/pdq testdata gen --out $(DEMO)/src --style deepseek --fp8
+	$(BIN)/pdq testdata gen --out $(DEMO)/src --style deepseek --fp8 --size 48MiB
 	$(BIN)/pdq inspect $(DEMO)/src
+	$(BIN)/pdq plan $(DEMO)/src
+	$(BIN)/pdq convert $(DEMO)/src --out $(DEMO)/out
+	$(BIN)/pdq verify $(DEMO)/src $(DEMO)/out/decode
 
 ## tools: test dependencies, cached outside the repository
 tools: $(VERSITYGW)
