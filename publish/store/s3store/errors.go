@@ -61,10 +61,14 @@ func (s *Store) mapErr(op, key string, err error) error {
 		code, msg = "no credentials", "none found in the environment, config files or instance role"
 	}
 	if sentinel == store.ErrAuth {
-		if code == "" {
-			code = "403 Forbidden"
+		why := code + ": " + msg
+		switch {
+		case code == "" || code == "Forbidden":
+			why = "403 Forbidden (wrong secret, unknown key or no permission)"
+		case msg == "":
+			why = code
 		}
-		return fmt.Errorf("s3: %s %s: %w by %s: %s: %s (%s)", op, where, sentinel, s.where, code, msg, credentialsHint)
+		return fmt.Errorf("s3: %s %s: %w by %s: %s; %s", op, where, sentinel, s.where, why, credentialsHint)
 	}
 	if sentinel != nil {
 		if code != "" {
