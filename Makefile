@@ -51,6 +51,11 @@ demo: build
 	$(BIN)/pdq plan $(DEMO)/src
 	$(BIN)/pdq convert $(DEMO)/src --out $(DEMO)/out
 	$(BIN)/pdq verify $(DEMO)/src $(DEMO)/out/decode
+	$(BIN)/pdq publish $(DEMO)/out/decode file://$(CURDIR)/$(DEMO)/store/tiny/decode --source $(DEMO)/src --compress
+	$(BIN)/pdq publish $(DEMO)/out/prefill file://$(CURDIR)/$(DEMO)/store/tiny/prefill --source $(DEMO)/src
+	$(BIN)/pdq verify file://$(CURDIR)/$(DEMO)/store/tiny/decode --deep
+	$(BIN)/pdq pull file://$(CURDIR)/$(DEMO)/store/tiny/decode $(DEMO)/pulled/decode
+	diff -r -x report.json $(DEMO)/out/decode $(DEMO)/pulled/decode && echo "pulled decode checkpoint is byte-identical"
 
 ## tools: test dependencies, cached outside the repository
 tools: $(VERSITYGW)
