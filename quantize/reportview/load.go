@@ -1,0 +1,82 @@
+package reportview
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"pdq/quantize/convert"
+)
+
+// ErrFormat marks a file that is not a report.json written by pdq convert.
+var ErrFormat = errors.New("not a pdq report")
+
+// maxReportBytes bounds what Load reads: a report of a 1.5·10¹² parameter model is about 60 MB.
+const maxReportBytes = 1 << 30
+
+// Load reads and checks the report at path.
+func Load(path string) (*convert.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reportview: %w", err)
+	}
+	defer f.Close()
+	return Decode(f, path)
+}
+
+// Decode reads a report from r; name is used in errors. It refuses JSON that is not a report
+// (no tensors list, rows without an output or tensor name, negative sizes) with an error wrapping
+// ErrFormat.
+func Decode(r io.Reader, name string) (*convert.Report, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxReportBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reportview: %s: %w", name, err)
+	}
+	if len(data) > maxReportBytes {
+		return nil, fmt.Errorf("reportview: %s: larger than %d bytes: %w", name, maxReportBytes, ErrFormat)
+	}
+	// A report is an object with a "tensors" array; check the shape before decoding into
+	// the typed struct so that a different JSON file gets a clear message.
+	var probe struct {
+		Tensors json.RawMessage `json:"tensors"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("reportview: %s: %w: %v", name, ErrFormat, err)
+	}
+	if t := bytes.TrimSpace(probe.Tensors); len(t) == 0 || t[0] != '[' {
+		return nil, fmt.Errorf("reportview: %s: no \"tensors\" list: %w", name, ErrFormat)
+	}
+	var rep convert.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("reportview: %s: %w: %v", name, ErrFormat, err)
+	}
+	for i := range rep.Tensors {
+		if err := checkRow(&rep.Tensors[i]); err != nil {
+			return nil, fmt.Errorf("reportview: %s: tensors[%d]: %w", name, i, err)
+		}
+	}
+	return &rep, nil
+}
+
+// checkRow refuses a row that the views could not place.
+func checkRow(t *convert.TensorReport) error {
+	switch {
+	case t.Tensor == "":
+		return fmt.Errorf("no tensor name: %w", ErrFormat)
+	case t.Output == "":
+		return fmt.Errorf("tensor %q: no output: %w", t.Tensor, ErrFormat)
+	case t.Elements < 0:
+		return fmt.Errorf("tensor %q: negative element count %d: %w", t.Tensor, t.Elements, ErrFormat)
+	case t.GroupSize < -1: // -1 is one scale per output channel
+		return fmt.Errorf("tensor %q: group size %d: %w", t.Tensor, t.GroupSize, ErrFormat)
+	}
+	for _, d := range t.Shape {
+		if d < 0 {
+			return fmt.Errorf("tensor %q: negative dimension in shape %v: %w", t.Tensor, t.Shape, ErrFormat)
+		}
+	}
+	return nil
+}

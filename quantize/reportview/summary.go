@@ -1,0 +1,158 @@
+package reportview
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+
+	"pdq/quantize/convert"
+	"pdq/quantize/rules"
+)
+
+// Group summarizes the rows of one output, role and scheme.
+type Group struct {
+	Output       string         `json:"output"`
+	Role         string         `json:"role"`
+	Scheme       string         `json:"scheme"`
+	Tensors      int            `json:"tensors"`
+	Elements     int64          `json:"elements"`
+	Bytes        int64          `json:"bytes"` // StoredBytes summed over the group
+	MeanSQNR     convert.Float  `json:"mean_sqnr_db"`
+	MinSQNR      convert.Float  `json:"min_sqnr_db"`
+	WorstRelRMSE convert.Float  `json:"worst_rel_rmse"`
+	MeanRTNSQNR  *convert.Float `json:"mean_rtn_sqnr_db,omitempty"` // when every row has one
+}
+
+// BitsPerWeight is the stored size per element, scales included.
+func (g Group) BitsPerWeight() float64 {
+	if g.Elements == 0 {
+		return 0
+	}
+	return float64(g.Bytes) * 8 / float64(g.Elements)
+}
+
+// Summarize groups rows by output (prefill first), role (in rules.Roles order) and scheme. The mean
+// SQNR is the mean of the per-tensor dB values; it is +Inf when any tensor is exact.
+func Summarize(rows []convert.TensorReport) []Group {
+	type key struct{ output, role, scheme string }
+	type acc struct {
+		g           Group
+		sum, rtnSum float64
+		rtnN        int
+	}
+	accs := map[key]*acc{}
+	for _, t := range rows {
+		k := key{t.Output, t.Role, t.Scheme}
+		a := accs[k]
+		if a == nil {
+			a = &acc{g: Group{Output: t.Output, Role: t.Role, Scheme: t.Scheme,
+				MinSQNR: convert.Float(math.Inf(1)), WorstRelRMSE: convert.Float(math.Inf(-1))}}
+			accs[k] = a
+		}
+		a.g.Tensors++
+		a.g.Elements += t.Elements
+		a.g.Bytes += StoredBytes(&t)
+		a.sum += float64(t.SQNR)
+		a.g.MinSQNR = convert.Float(math.Min(float64(a.g.MinSQNR), float64(t.SQNR)))
+		a.g.WorstRelRMSE = convert.Float(math.Max(float64(a.g.WorstRelRMSE), float64(t.RelRMSE)))
+		if t.RTNSQNR != nil {
+			a.rtnN++
+			a.rtnSum += float64(*t.RTNSQNR)
+		}
+	}
+	out := make([]Group, 0, len(accs))
+	for _, a := range accs {
+		a.g.MeanSQNR = convert.Float(a.sum / float64(a.g.Tensors))
+		if a.rtnN == a.g.Tensors {
+			v := convert.Float(a.rtnSum / float64(a.rtnN))
+			a.g.MeanRTNSQNR = &v
+		}
+		out = append(out, a.g)
+	}
+	slices.SortFunc(out, func(a, b Group) int {
+		if c := cmp.Compare(b.Output, a.Output); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(roleRank(a.Role), roleRank(b.Role)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Role, b.Role); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Scheme, b.Scheme)
+	})
+	return out
+}
+
+// roleRank places known roles in report order and unknown ones after them.
+func roleRank(role string) int {
+	for i, r := range rules.Roles {
+		if string(r) == role {
+			return i
+		}
+	}
+	return len(rules.Roles)
+}
+
+// StoredBytes is the size of the tensors an output holds for row t, as the plan lays them out:
+// INT4 packs two values per byte plus one BF16 scale per group and the 16-byte shape tensor; FP8
+// blocks hold one byte per value plus an F32 scale per 128x128 block; BF16 two bytes per value. A
+// copied tensor keeps its source dtype. Unknown schemes count zero.
+func StoredBytes(t *convert.TensorReport) int64 {
+	n := t.Elements
+	rows, cols := int64(1), n
+	if len(t.Shape) == 2 {
+		rows, cols = t.Shape[0], t.Shape[1]
+	}
+	switch convert.Scheme(t.Scheme) {
+	case convert.SchemeInt4:
+		g := int64(t.GroupSize)
+		if g <= 0 || g > cols {
+			g = cols
+		}
+		groups := int64(0)
+		if g > 0 {
+			groups = rows * (cols / g)
+		}
+		return n/2 + groups*2 + 16
+	case convert.SchemeFP8Block, convert.SchemeFP8Keep:
+		b := int64(convert.FP8BlockSize)
+		return n + ceilDiv(rows, b)*ceilDiv(cols, b)*4
+	case convert.SchemeBF16:
+		return 2 * n
+	case convert.SchemeCopy:
+		return n * dtypeBytes(t.SourceDType)
+	}
+	return 0
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// dtypeBytes is the width of a safetensors dtype named in a report, 0 when unknown.
+func dtypeBytes(dt string) int64 {
+	switch dt {
+	case "F64", "I64", "U64":
+		return 8
+	case "F32", "I32", "U32":
+		return 4
+	case "BF16", "F16", "I16", "U16":
+		return 2
+	case "F8_E4M3", "F8_E5M2", "I8", "U8", "BOOL":
+		return 1
+	}
+	return 0
+}
+
+// fmtFloat prints v with prec decimals (prec < 0: shortest form); infinities as inf and -inf.
+func fmtFloat(v float64, prec int) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "inf"
+	case math.IsInf(v, -1):
+		return "-inf"
+	case math.IsNaN(v):
+		return "nan"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
