@@ -48,7 +48,8 @@ type Options struct {
 	Compress bool
 	// Report, if set, is a file published as report.json alongside the checkpoint.
 	Report string
-	// TempDir holds compressed files before upload (default os.TempDir()).
+	// TempDir holds compressed files before upload (default os.TempDir()); at most two exist at
+	// a time, so it needs room for the two largest compressed files.
 	TempDir string
 	// Progress receives byte counts (optional).
 	Progress Progress
@@ -195,7 +196,8 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	}
 	opts.Progress.AddTotal(total)
 
-	up := &uploader{st: st, sem: make(chan struct{}, opts.Parallel), progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
+	up := &uploader{st: st, sem: make(chan struct{}, opts.Parallel), tempSlots: make(chan struct{}, 2),
+		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
 	entries := make([]File, len(files))
 	results := make([]FileResult, len(files))
 	gctx, cancel := context.WithCancel(ctx)
@@ -245,8 +247,10 @@ feed:
 		Created: opts.Now().UTC().Truncate(time.Second), Source: opts.Source,
 		ContentSHA256: contentSHA256(entries), Files: entries,
 	}
-	if opts.Report != "" {
-		m.Report = ReportName
+	for _, e := range entries {
+		if e.Path == ReportName {
+			m.Report = ReportName
+		}
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -291,7 +295,14 @@ func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (
 		} else if err != nil && !errors.Is(err, store.ErrNotExist) {
 			return File{}, FileResult{}, err
 		}
-		// One file at a time: compression uses every core, and its buffers are then bounded.
+		// One file compressed at a time (it uses every core), and at most two compressed copies
+		// on disk: one being compressed while the previous one is uploaded.
+		select {
+		case up.tempSlots <- struct{}{}:
+		case <-ctx.Done():
+			return File{}, FileResult{}, ctx.Err()
+		}
+		defer func() { <-up.tempSlots }()
 		up.compressMu.Lock()
 		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0)
 		up.compressMu.Unlock()

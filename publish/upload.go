@@ -39,6 +39,7 @@ type uploader struct {
 
 	bytesSent  atomic.Int64
 	compressMu sync.Mutex
+	tempSlots  chan struct{} // bounds the compressed temporary files on disk
 }
 
 // sendStats counts what one file's upload did.
