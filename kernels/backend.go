@@ -84,6 +84,7 @@ type NonFiniteError struct {
 	Value float32 // the offending value
 }
 
+// Error describes the offending element.
 func (e *NonFiniteError) Error() string {
 	return fmt.Sprintf("kernels: element %d is %v", e.Index, e.Value)
 }

@@ -56,7 +56,7 @@ func (CPU) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, row
 				c0, c1 := bj*FP8Block, min(cols, (bj+1)*FP8Block)
 				o := out[c0:c1]
 				for j, v := range row[c0:c1] {
-					o[j] = safetensors.Float32ToF8E4M3(v / s)
+					o[j] = e4m3(v / s)
 				}
 			}
 		}

@@ -63,8 +63,8 @@ func run(ctx context.Context, w io.Writer, rows, cols int, seed uint64) (bool, e
 		if col.signed, _, err = int4(ctx, x, rows, cols, quantize.Int4Options{GroupSize: c.Group, SignedScales: true}); err != nil {
 			return false, err
 		}
-		col.ref = sqnr(qref.Exhaustive(qref.RMin(c.Group), false).SQNR(x, c.Group))
-		col.refSigned = sqnr(qref.Exhaustive(qref.RMin(c.Group), true).SQNR(x, c.Group))
+		col.ref = qref.Exhaustive(qref.RMin(c.Group), false).SQNR(x, c.Group)
+		col.refSigned = qref.Exhaustive(qref.RMin(c.Group), true).SQNR(x, c.Group)
 		if _, done := fp8[c.Dist]; !done {
 			if fp8[c.Dist], err = fp8Block(ctx, x, rows, cols); err != nil {
 				return false, err
@@ -161,5 +161,3 @@ func fp8Block(ctx context.Context, x []float32, rows, cols int) (float64, error)
 	m.Add(x, got, 0)
 	return m.SQNR(), nil
 }
-
-func sqnr(sig, noise float64) float64 { return 10 * math.Log10(sig/noise) }

@@ -61,9 +61,15 @@ func Exhaustive(rmin float64, signed bool) Search {
 	return Search{RMin: rmin, RMax: 1, Points: 400, Refine: 3, Signed: signed}
 }
 
-// SQNR returns Σx² and the total squared error of the search over groups of g elements of w
+// SQNR returns the SQNR in dB of the search over groups of g elements of w.
+func (s Search) SQNR(w []float32, g int) float64 {
+	sumSq, sumErr := s.Sums(w, g)
+	return 10 * math.Log10(sumSq/sumErr)
+}
+
+// Sums returns Σx² and the total squared error of the search over groups of g elements of w
 // (len(w) a multiple of g), computed with GOMAXPROCS goroutines.
-func (s Search) SQNR(w []float32, g int) (sumSq, sumErr float64) {
+func (s Search) Sums(w []float32, g int) (sumSq, sumErr float64) {
 	ng := len(w) / g
 	workers := runtime.GOMAXPROCS(0)
 	errs := make([]float64, ng)
