@@ -325,3 +325,20 @@ func TestDequantizeInt4(t *testing.T) {
 		}
 	}
 }
+
+// TestNoAllocations: the CPU loops allocate nothing (FP8: up to 64 block columns).
+func TestNoAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := genGroups(rng, 16, 1024, true)
+	for _, p := range []*Int4Params{mustParams(t, 32, SearchMSE, true), mustParams(t, 128, SearchRTN, false)} {
+		ng := len(x) / p.GroupSize
+		out := Int4Out{make([]byte, len(x)/2), make([]byte, 2*ng), make([]GroupStats, ng)}
+		if n := testing.AllocsPerRun(5, func() { (CPU{}).QuantizeInt4(out, x, 16, 1024, p) }); n != 0 {
+			t.Errorf("QuantizeInt4 g%d: %v allocations", p.GroupSize, n)
+		}
+	}
+	codes, scales := make([]byte, len(x)), make([]float32, 8)
+	if n := testing.AllocsPerRun(5, func() { (CPU{}).QuantizeFP8Block(codes, scales, x, 16, 1024) }); n != 0 {
+		t.Errorf("QuantizeFP8Block: %v allocations", n)
+	}
+}

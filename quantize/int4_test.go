@@ -310,6 +310,7 @@ func TestInt4OptionsValidate(t *testing.T) {
 		{Int4Options{GroupSize: 64, Method: MethodMSE}, 64, nil},
 		{Int4Options{GroupSize: 16}, 4096, ErrInvalidOptions},
 		{Int4Options{GroupSize: 32, Method: "gptq"}, 4096, ErrInvalidOptions},
+		{Int4Options{GroupSize: 32, Method: MethodRTN, SignedScales: true}, 4096, ErrInvalidOptions},
 		{Int4Options{GroupSize: 128}, 192, ErrBadShape},
 		{Int4Options{GroupSize: 0}, 100, ErrBadShape},
 		{Int4Options{GroupSize: 32}, 0, ErrBadShape},

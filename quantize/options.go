@@ -27,8 +27,9 @@ type Int4Options struct {
 	GroupSize int
 	// Method is MethodMSE (also when empty) or MethodRTN.
 	Method Method
-	// SignedScales (experimental, Q4_0 style) lets a scale be negative so that a group's
-	// extreme lands on -8. The engines' kernels have not been tested with negative scales.
+	// SignedScales (experimental, Q4_0 style) lets the MSE search pick negative scales so that a
+	// group's extreme lands on -8. The engines' kernels have not been tested with negative
+	// scales. Not valid with MethodRTN.
 	SignedScales bool
 	// Workers bounds the goroutines used; <= 0 means GOMAXPROCS. Results do not depend on it.
 	Workers int
@@ -48,6 +49,9 @@ func (o Int4Options) Validate(cols int) error {
 	case "", MethodMSE, MethodRTN:
 	default:
 		return fmt.Errorf("quantize: INT4 method %q (want %q or %q): %w", o.Method, MethodRTN, MethodMSE, ErrInvalidOptions)
+	}
+	if o.SignedScales && o.Method == MethodRTN {
+		return fmt.Errorf("quantize: signed scales need the %q search: %w", MethodMSE, ErrInvalidOptions)
 	}
 	g := o.group(cols)
 	if cols <= 0 || cols%8 != 0 || cols%g != 0 {
