@@ -62,7 +62,13 @@ func (q *Query) Match(t *convert.TensorReport) bool {
 
 // Select returns the rows of rep that pass the filters, in report order.
 func Select(rep *convert.Report, q Query) []convert.TensorReport {
-	var out []convert.TensorReport
+	n := 0
+	for i := range rep.Tensors {
+		if q.Match(&rep.Tensors[i]) {
+			n++
+		}
+	}
+	out := make([]convert.TensorReport, 0, n)
 	for i := range rep.Tensors {
 		if q.Match(&rep.Tensors[i]) {
 			out = append(out, rep.Tensors[i])
@@ -74,7 +80,7 @@ func Select(rep *convert.Report, q Query) []convert.TensorReport {
 // SortRows orders rows worst first by key; ties go by output (prefill first) then tensor name, so
 // the order does not depend on the input order.
 func SortRows(rows []convert.TensorReport, key SortKey) {
-	slices.SortStableFunc(rows, func(a, b convert.TensorReport) int {
+	slices.SortFunc(rows, func(a, b convert.TensorReport) int {
 		var c int
 		switch key {
 		case SortRelRMSE:
