@@ -26,6 +26,7 @@ type heatPanel struct {
 	layers, experts    int
 	vals               []float64 // layers × experts, row-major
 	lo, hi             float64   // colour range, shared by the panels of one output
+	clipped            bool      // some values of the output lie beyond lo..hi
 }
 
 // histPanel is the distribution of finite values of one output and scheme.
@@ -115,18 +116,22 @@ func heatPanels(pts []point, delta bool) ([]heatPanel, error) {
 		return cmp.Compare(a.proj, b.proj)
 	})
 	// One colour range per output so that its projections compare at a glance.
-	ranges := map[string][2]float64{}
+	finite := map[string][]float64{}
 	for _, k := range keys {
-		r, ok := ranges[k.output]
-		if !ok {
-			r = [2]float64{math.Inf(1), math.Inf(-1)}
-		}
 		for _, p := range byKey[k] {
 			if !math.IsInf(p.v, 0) && !math.IsNaN(p.v) {
-				r[0], r[1] = math.Min(r[0], p.v), math.Max(r[1], p.v)
+				finite[k.output] = append(finite[k.output], p.v)
 			}
 		}
-		ranges[k.output] = r
+	}
+	type span struct {
+		lo, hi  float64
+		clipped bool
+	}
+	ranges := map[string]span{}
+	for o, vals := range finite {
+		lo, hi, clipped := colourRange(vals, delta)
+		ranges[o] = span{lo, hi, clipped}
 	}
 	var out []heatPanel
 	for _, k := range keys {
@@ -146,29 +151,53 @@ func heatPanels(pts []point, delta bool) ([]heatPanel, error) {
 		for _, p := range ps {
 			hp.vals[(p.layer-l0)*hp.experts+p.expert-e0] = p.v
 		}
-		hp.lo, hp.hi = colourRange(ranges[k.output], delta)
+		r, ok := ranges[k.output]
+		if !ok {
+			r.lo, r.hi, r.clipped = colourRange(nil, delta)
+		}
+		hp.lo, hp.hi, hp.clipped = r.lo, r.hi, r.clipped
 		out = append(out, hp)
 	}
 	return out, nil
 }
 
-// colourRange widens an empty or flat range and centres a range of changes on zero.
-func colourRange(r [2]float64, delta bool) (lo, hi float64) {
-	lo, hi = r[0], r[1]
-	if lo > hi { // no finite value
-		lo, hi = 0, 1
-	}
-	if delta {
-		m := math.Max(math.Abs(lo), math.Abs(hi))
-		if m == 0 {
-			m = 1
+// colourRange picks the colours' span: from the lowest value (the worst tensor is always the
+// darkest cell) to the 99th percentile, so that a few outliers on the good side do not wash out
+// the rest; changes get a span centred on zero out to the 99th percentile of |Δ|. clipped says
+// whether some values lie beyond the span (they take its end colour).
+func colourRange(vals []float64, delta bool) (lo, hi float64, clipped bool) {
+	if len(vals) == 0 {
+		if delta {
+			return -1, 1, false
 		}
-		return -m, m
+		return 0, 1, false
+	}
+	s := slices.Clone(vals)
+	if delta {
+		for i, v := range s {
+			s[i] = math.Abs(v)
+		}
+	}
+	slices.Sort(s)
+	p99 := s[max(int(math.Ceil(0.99*float64(len(s))))-1, 0)]
+	if delta {
+		m := p99
+		if m == 0 {
+			m = s[len(s)-1]
+		}
+		if m == 0 {
+			return -1, 1, false
+		}
+		return -m, m, m < s[len(s)-1]
+	}
+	lo, hi = s[0], p99
+	if hi-lo < 1e-9 {
+		hi = s[len(s)-1]
 	}
 	if hi-lo < 1e-9 {
-		lo, hi = lo-0.5, hi+0.5
+		return lo - 0.5, hi + 0.5, false
 	}
-	return lo, hi
+	return lo, hi, hi < s[len(s)-1]
 }
 
 // projRank orders projections gate, up, down (and their w1, w3, w2 names) before others.

@@ -157,6 +157,9 @@ func mapPlot(hp *heatPanel, cmap palette.ColorMap, delta bool) *plot.Plot {
 		what = "ΔSQNR dB"
 	}
 	p.Title.Text = fmt.Sprintf("%s %s: %s by layer and expert", hp.output, hp.projection, what)
+	if hp.clipped {
+		p.Title.Text += " (colours stop at the 99th percentile)"
+	}
 	p.X.Label.Text = "expert"
 	p.Y.Label.Text = "layer"
 	p.Add(&heatmap{hp: hp, cmap: cmap})

@@ -100,7 +100,10 @@ func TestPlotPlacesCells(t *testing.T) {
 		}
 	}
 	set(rep, 3, 0, "gate_proj", 10) // pins the bottom of the colour range
-	set(rep, 3, 1, "gate_proj", 30) // and the top
+	for e := range experts {
+		set(rep, 6, e, "gate_proj", 25) // 8% of the cells: the 99th percentile
+	}
+	set(rep, 3, 1, "gate_proj", 30) // an outlier above it, drawn in the top colour
 	set(rep, 5, 7, "down_proj", 15)
 	drop(rep, 4, 2, "up_proj")
 	v := NewView("synthetic.json", rep, Query{}, NoThresholds)
@@ -111,8 +114,9 @@ func TestPlotPlacesCells(t *testing.T) {
 	if len(f.maps) != 3 || f.maps[0].projection != "gate_proj" || f.maps[2].projection != "down_proj" {
 		t.Fatalf("panels: %+v", f.maps)
 	}
-	if f.maps[0].lo != 10 || f.maps[0].hi != 30 || f.maps[2].lo != 10 {
-		t.Fatalf("colour range %v..%v, want 10..30 for every panel of the output", f.maps[0].lo, f.maps[0].hi)
+	if f.maps[0].lo != 10 || f.maps[0].hi != 25 || !f.maps[0].clipped || f.maps[2].lo != 10 || f.maps[2].hi != 25 {
+		t.Fatalf("colour range %v..%v (clipped %v), want 10..25 (the 99th percentile) for every panel of the output",
+			f.maps[0].lo, f.maps[0].hi, f.maps[0].clipped)
 	}
 	img := renderPNG(t, v)
 	if b := img.Bounds(); b.Dx() != figWidth || b.Dy() != int(f.height()) {
@@ -121,7 +125,7 @@ func TestPlotPlacesCells(t *testing.T) {
 	mapH := f.maps[0].height()
 	panelOf := func(y int) int { return int((float64(y) - titleHeight) / mapH) }
 
-	low := cellColour(f.colourMap(10, 30), 15)
+	low := cellColour(f.colourMap(10, 25), 15)
 	r, n := box(img, low)
 	// The plot area is about 1200 px wide (10 columns) and 150 px high (4 rows).
 	if n < 500 || r.Dx() < 80 || r.Dx() > 160 || r.Dy() < 20 || r.Dy() > 60 {
@@ -131,7 +135,7 @@ func TestPlotPlacesCells(t *testing.T) {
 		t.Fatalf("the 15 dB cell is in panel %d (%v), want 2 (down_proj)", p, r)
 	}
 	// Column 7 of 10 and row 2 of 4 (layer 5; layer 3 on top).
-	rg, _ := box(img, cellColour(f.colourMap(10, 30), 20))
+	rg, _ := box(img, cellColour(f.colourMap(10, 25), 20))
 	colW := float64(rg.Dx()) / experts // the 20 dB cells span every column
 	if c := float64(r.Min.X-rg.Min.X) / colW; math.Abs(c-7) > 0.1 {
 		t.Fatalf("the 15 dB cell starts at column %.2f, want 7", c)
@@ -251,5 +255,43 @@ func TestPlotFullSize(t *testing.T) {
 	img := renderPNG(t, v)
 	if b := img.Bounds(); b.Dx() != figWidth || b.Dy() < 3*maxMap {
 		t.Fatalf("figure %v", b)
+	}
+}
+
+func TestColourRange(t *testing.T) {
+	many := func(n int, v float64, extra ...float64) []float64 {
+		s := make([]float64, n)
+		for i := range s {
+			s[i] = v + float64(i%7)*0.1
+		}
+		return append(s, extra...)
+	}
+	for _, tc := range []struct {
+		name        string
+		vals        []float64
+		delta       bool
+		lo, hi      float64
+		clipped     bool
+		approximate bool
+	}{
+		{"empty", nil, false, 0, 1, false, false},
+		{"empty delta", nil, true, -1, 1, false, false},
+		{"flat", []float64{20, 20, 20}, false, 19.5, 20.5, false, false},
+		{"few values: min to max", []float64{18, 21, 19}, false, 18, 21, false, false},
+		{"outlier above the 99th percentile", many(300, 20, 26), false, 20, 20.6, true, true},
+		{"a bad tensor stays the bottom", many(300, 20, 12), false, 12, 20.6, false, true},
+		{"changes: symmetric", []float64{-0.2, 0.5, 0.1}, true, -0.5, 0.5, false, false},
+		{"no change", []float64{0, 0}, true, -1, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo, hi, clipped := colourRange(tc.vals, tc.delta)
+			ok := lo == tc.lo && hi == tc.hi
+			if tc.approximate {
+				ok = math.Abs(lo-tc.lo) < 1e-9 && math.Abs(hi-tc.hi) < 1e-9
+			}
+			if !ok || clipped != tc.clipped {
+				t.Fatalf("got %v..%v clipped %v, want %v..%v clipped %v", lo, hi, clipped, tc.lo, tc.hi, tc.clipped)
+			}
+		})
 	}
 }
