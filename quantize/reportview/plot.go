@@ -174,7 +174,7 @@ func mapPlot(hp *heatPanel, cmap palette.ColorMap, delta bool) *plot.Plot {
 func barPlot(cmap palette.ColorMap, delta bool) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = " "
-	p.Add(&plotter.ColorBar{ColorMap: cmap, Vertical: true})
+	p.Add(&colourBar{cmap: cmap})
 	p.HideX()
 	p.Y.Tick.Marker = shortTicks{}
 	p.Y.Label.Text = "SQNR dB"
@@ -290,6 +290,36 @@ func (h *heatmap) Plot(c draw.Canvas, p *plot.Plot) {
 func (h *heatmap) DataRange() (xmin, xmax, ymin, ymax float64) {
 	hp := h.hp
 	return float64(hp.expert0) - 0.5, float64(hp.expert0+hp.experts) - 0.5, float64(hp.layer0) - 0.5, float64(hp.layer0+hp.layers) - 0.5
+}
+
+// colourBar is a vertical legend of a colour map, drawn like the heatmaps as a raster the size of
+// its box (plotter.ColorBar's one-pixel-wide image is letterboxed to a line in SVG).
+type colourBar struct{ cmap palette.ColorMap }
+
+// Plot implements plot.Plotter.
+func (b *colourBar) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	lo, hi := b.cmap.Min(), b.cmap.Max()
+	rect := vg.Rectangle{Min: vg.Point{X: trX(0), Y: trY(lo)}, Max: vg.Point{X: trX(1), Y: trY(hi)}}
+	dpi := float64(plotDPI)
+	if d, ok := c.Canvas.(interface{ DPI() float64 }); ok {
+		dpi = d.DPI()
+	}
+	wpx := max(int(math.Round((rect.Max.X - rect.Min.X).Dots(dpi))), 1)
+	hpx := max(int(math.Round((rect.Max.Y - rect.Min.Y).Dots(dpi))), 2)
+	img := image.NewNRGBA(image.Rect(0, 0, wpx, hpx))
+	for y := range hpx {
+		cc := cellColour(b.cmap, hi-(hi-lo)*(float64(y)+0.5)/float64(hpx))
+		for x := range wpx {
+			img.SetNRGBA(x, y, cc)
+		}
+	}
+	c.DrawImage(rect, img)
+}
+
+// DataRange implements plot.DataRanger.
+func (b *colourBar) DataRange() (xmin, xmax, ymin, ymax float64) {
+	return 0, 1, b.cmap.Min(), b.cmap.Max()
 }
 
 // cellColour maps v into the colour map, clamping to its ends; NaN (no tensor) is a light grey.

@@ -68,11 +68,12 @@ func renderPNG(t testing.TB, v *View) image.Image {
 	return img
 }
 
-// box is the bounding box of the pixels of colour c, and their count.
+// box is the bounding box of the pixels of colour c left of the colour bars, and their count.
 func box(img image.Image, c color.NRGBA) (image.Rectangle, int) {
 	var r image.Rectangle
 	n := 0
 	b := img.Bounds()
+	b.Max.X = figWidth - barWidth
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
 			if color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA) == c {
