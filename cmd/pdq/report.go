@@ -38,9 +38,9 @@ type reportOptions struct {
 func newReportCmd() *cobra.Command {
 	var o reportOptions
 	cmd := &cobra.Command{
-		Use:   "report REPORT.json",
+		Use:   "report REPORT.json|DIR",
 		Short: "Summarize a conversion's error report, check thresholds, compare two runs, draw pictures",
-		Long: `Report reads the report.json that pdq convert writes and prints a summary per output, role and
+		Long: `Report reads the report.json that pdq convert writes (or DIR/report.json) and prints a summary per output, role and
 scheme (tensor count, elements, stored bytes and bits per weight, mean and min SQNR, worst relative
 RMSE), then the --top worst tensors under --sort. --filter, --role and --output narrow every part
 of the output, thresholds included.
@@ -74,7 +74,7 @@ one self-contained page (no network needed) with the summary, a sortable table a
 	fl.BoolVar(&o.asCSV, "csv", false, "print the listed tensors (or movers) as CSV")
 	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if a selected tensor's SQNR (dB) is below this")
 	fl.Float64Var(&o.failRelRMSEAbove, "fail-rel-rmse-above", math.Inf(1), "exit with status 1 if a selected tensor's relative RMSE is above this")
-	fl.StringVar(&o.against, "against", "", "compare with this second report.json (deltas are REPORT − this)")
+	fl.StringVar(&o.against, "against", "", "compare with this second report.json or output directory (deltas are REPORT − this)")
 	fl.StringVar(&o.plot, "plot", "", "draw heatmaps and histograms into this .png or .svg file")
 	fl.StringVar(&o.html, "html", "", "write a self-contained HTML page to this file")
 	return cmd
@@ -135,6 +135,7 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 	if err != nil {
 		return err
 	}
+	path, o.against = reportPath(path), reportPath(o.against)
 	rep, err := reportview.Load(path)
 	if err != nil {
 		return err
@@ -179,6 +180,14 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 		}
 	}
 	return thresholdError(v)
+}
+
+// reportPath reads a directory (a conversion's output) as its report.json.
+func reportPath(p string) string {
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return filepath.Join(p, "report.json")
+	}
+	return p
 }
 
 // checkRoles refuses a --role that no tensor of the report has (usually a typo).

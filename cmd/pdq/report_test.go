@@ -51,6 +51,7 @@ func TestReportCommand(t *testing.T) {
 		{"filters", []string{reportFixture, "--role", "routed_experts", "--output", "prefill", "--top", "3", "--sort", "max_abs_err"}, 0, "worst 3 of 36 by max abs error"},
 		{"repeated role", []string{reportFixture, "--role", "attention", "--role", "dense_mlp", "--sort", "name", "--top", "0"}, 0, "first 23 of 23 by name"},
 		{"against", []string{reportFixture, "--against", reportFixtureRTN, "--top", "4"}, 0, "biggest movers, 4 of 104"},
+		{"directory", []string{filepath.Dir(reportFixture), "--top", "1"}, 0, "worst 1 of 104 by SQNR"},
 		{"thresholds pass", []string{reportFixture, "--fail-sqnr-below", "18", "--fail-rel-rmse-above", "0.2"}, 0, "all 104 selected tensors pass"},
 		{"sqnr floor", []string{reportFixture, "--fail-sqnr-below", "18.5"}, 1, "4 of 104 selected tensors over the thresholds"},
 		{"rel rmse ceiling", []string{reportFixture, "--output", "decode", "--fail-rel-rmse-above", "0.12"}, 1, "4 of 36 selected tensors over the thresholds"},

@@ -122,27 +122,40 @@ func (f *figure) draw(dc draw.Canvas) (err error) {
 	return nil
 }
 
-// colourMap is dark for low SQNR (the tensors to look at); for changes, red for worse and blue
-// for better, white at zero.
+// colourMap is dark for low SQNR (the tensors to look at) and light, but never white like the
+// page, for high; for changes, red for worse and blue for better, white at zero.
 func (f *figure) colourMap(lo, hi float64) palette.ColorMap {
-	var m palette.ColorMap
 	if f.delta {
-		d := moreland.SmoothBlueRed()
-		m = reverse{d}
-	} else {
-		m = moreland.Kindlmann()
+		return newScale(moreland.SmoothBlueRed(), lo, hi, 1, true)
 	}
-	m.SetMin(lo)
-	m.SetMax(hi)
-	return m
+	return newScale(moreland.Kindlmann(), lo, hi, 0.9, false)
 }
 
-// reverse flips a colour map end to end.
-type reverse struct{ palette.ColorMap }
+// scale shows lo..hi with the first part (top, a fraction) of a colour map, reversed with flip.
+type scale struct {
+	palette.ColorMap
+	lo, hi float64
+	flip   bool
+}
 
-// At returns the colour the wrapped map gives at the mirrored value.
-func (r reverse) At(v float64) (color.Color, error) {
-	return r.ColorMap.At(r.Max() - (v - r.Min()))
+func newScale(m palette.ColorMap, lo, hi, top float64, flip bool) scale {
+	m.SetMin(lo)
+	m.SetMax(lo + (hi-lo)/top)
+	return scale{ColorMap: m, lo: lo, hi: hi, flip: flip}
+}
+
+// Min is the lowest value shown.
+func (s scale) Min() float64 { return s.lo }
+
+// Max is the highest value shown.
+func (s scale) Max() float64 { return s.hi }
+
+// At returns the colour of v, which must lie within Min..Max.
+func (s scale) At(v float64) (color.Color, error) {
+	if s.flip {
+		v = s.hi - (v - s.lo)
+	}
+	return s.ColorMap.At(v)
 }
 
 var (
