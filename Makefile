@@ -51,6 +51,7 @@ demo: build
 	$(BIN)/pdq plan $(DEMO)/src
 	$(BIN)/pdq convert $(DEMO)/src --out $(DEMO)/out
 	$(BIN)/pdq verify $(DEMO)/src $(DEMO)/out/decode
+	$(BIN)/pdq report $(DEMO)/out --output decode --top 5 --plot $(DEMO)/out/report.png --html $(DEMO)/out/report.html
 	$(BIN)/pdq publish $(DEMO)/out/decode file://$(CURDIR)/$(DEMO)/store/tiny/decode --source $(DEMO)/src --compress
 	$(BIN)/pdq publish $(DEMO)/out/prefill file://$(CURDIR)/$(DEMO)/store/tiny/prefill --source $(DEMO)/src
 	$(BIN)/pdq verify file://$(CURDIR)/$(DEMO)/store/tiny/decode --deep
