@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -275,92 +274,4 @@ feed:
 	res.BytesSent += int64(len(b))
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
-}
-
-// publishFile hashes, maybe compresses, and uploads one file unless the store has it already.
-func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (File, FileResult, error) {
-	s, err := hashFile(ctx, f.local, opts.PartSize)
-	if err != nil {
-		return File{}, FileResult{}, err
-	}
-	e := File{Path: f.path, Size: s.size, SHA256: s.sha256, Compression: CompressionNone, Key: f.path, StoredSize: s.size}
-	r := FileResult{Path: f.path, Size: s.size, StoredSize: s.size, Compression: CompressionNone, Ratio: 1}
-	md := map[string]string{metaSHA256: s.sha256, metaSize: strconv.FormatInt(s.size, 10)}
-
-	if opts.Compress && compressible(f.path) {
-		key := f.path + zipnnSuffix
-		if info, err := up.st.Stat(ctx, key); err == nil && info.Metadata[metaSHA256] == s.sha256 &&
-			info.Metadata[metaCompression] == CompressionZipNN && validHex(info.Metadata[metaStoredSHA256]) {
-			return compressedEntry(e, key, info.Size, info.Metadata[metaStoredSHA256]), skipped(up, r, info.Size, true), nil
-		} else if err != nil && !errors.Is(err, store.ErrNotExist) {
-			return File{}, FileResult{}, err
-		}
-		// One file compressed at a time (it uses every core), and at most two compressed copies
-		// on disk: one being compressed while the previous one is uploaded.
-		select {
-		case up.tempSlots <- struct{}{}:
-		case <-ctx.Done():
-			return File{}, FileResult{}, ctx.Err()
-		}
-		defer func() { <-up.tempSlots }()
-		up.compressMu.Lock()
-		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0)
-		up.compressMu.Unlock()
-		if err != nil {
-			return File{}, FileResult{}, err
-		}
-		defer os.Remove(tmp)
-		opts.Log.Debug("compressed", "path", f.path, "ratio", zs.Ratio())
-		if zs.StoredSize < s.size {
-			cs, err := hashFile(ctx, tmp, opts.PartSize)
-			if err != nil {
-				return File{}, FileResult{}, err
-			}
-			md[metaCompression], md[metaStoredSHA256] = CompressionZipNN, cs.sha256
-			up.progress.AddTotal(cs.size - s.size)
-			e = compressedEntry(e, key, cs.size, cs.sha256)
-			r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, cs.size, float64(s.size)/float64(max(cs.size, 1))
-			stats, err := up.upload(ctx, key, tmp, cs, md)
-			if err != nil {
-				return File{}, FileResult{}, err
-			}
-			return e, sent(r, stats), nil
-		}
-		opts.Log.Info("compression does not pay; storing as is", "path", f.path)
-	}
-
-	if info, err := up.st.Stat(ctx, f.path); err == nil && info.Size == s.size &&
-		info.Metadata[metaSHA256] == s.sha256 && info.Metadata[metaCompression] == "" {
-		return e, skipped(up, r, s.size, false), nil
-	} else if err != nil && !errors.Is(err, store.ErrNotExist) {
-		return File{}, FileResult{}, err
-	}
-	stats, err := up.upload(ctx, f.path, f.local, s, md)
-	if err != nil {
-		return File{}, FileResult{}, err
-	}
-	return e, sent(r, stats), nil
-}
-
-func compressedEntry(e File, key string, storedSize int64, storedSHA string) File {
-	e.Compression, e.Key, e.StoredSize, e.StoredSHA256 = CompressionZipNN, key, storedSize, storedSHA
-	return e
-}
-
-func skipped(up *uploader, r FileResult, stored int64, compressed bool) FileResult {
-	up.progress.AddTotal(stored - r.Size)
-	up.progress.Add(stored)
-	if compressed {
-		r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, stored, float64(r.Size)/float64(max(stored, 1))
-	}
-	r.Action = "skipped"
-	return r
-}
-
-func sent(r FileResult, s sendStats) FileResult {
-	r.Action, r.PartsSent, r.PartsReused = "uploaded", s.partsSent, s.partsReused
-	if s.resumed {
-		r.Action = "resumed"
-	}
-	return r
 }

@@ -23,8 +23,11 @@ type Progress interface {
 
 type noProgress struct{}
 
+// AddTotal implements Progress.
 func (noProgress) AddTotal(int64) {}
-func (noProgress) Add(int64)      {}
+
+// Add implements Progress.
+func (noProgress) Add(int64) {}
 
 // uploader sends local files to a store: small ones in one request, large ones in parts read
 // straight from the file through io.SectionReader (memory does not grow with the file), several

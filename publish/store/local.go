@@ -202,6 +202,7 @@ type rangeReader struct {
 	f    *os.File
 }
 
+// Read implements io.Reader.
 func (rr *rangeReader) Read(p []byte) (int, error) {
 	if rr.left <= 0 {
 		return 0, io.EOF
@@ -214,6 +215,7 @@ func (rr *rangeReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close implements io.Closer.
 func (rr *rangeReader) Close() error { return rr.f.Close() }
 
 // List implements Store.
@@ -324,6 +326,7 @@ type ctxReader struct {
 	r   io.Reader
 }
 
+// Read implements io.Reader.
 func (c ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err

@@ -221,6 +221,7 @@ type exactReader struct {
 	what string
 }
 
+// Read implements io.Reader.
 func (e *exactReader) Read(p []byte) (int, error) {
 	if e.left <= 0 {
 		return 0, io.EOF
@@ -242,6 +243,7 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close implements io.Closer.
 func (e *exactReader) Close() error { return e.rc.Close() }
 
 // List implements store.Store.
