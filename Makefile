@@ -41,7 +41,7 @@ bench:
 
 ## quality: the quantization quality table of docs/QUALITY.md
 quality:
-	$(GO) run ./cmd/qualitytable
+	$(GO) run ./cmd/qualitytable -check
 
 ## demo: the main job end to end on a generated checkpoint (see README)
 demo: build

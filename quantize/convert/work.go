@@ -260,19 +260,9 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	}
 	met.Add(vals, deq, base)
 	met.Clipped += q.Clipped
-	if o.Method == "rtn" && !o.SignedScales {
-		*rtn = *met
-		return nil
-	}
-	opt.Method, opt.SignedScales = "rtn", false
-	qr, err := quantize.QuantizeInt4(ctx, vals, rows, m.Cols, opt)
-	if err != nil {
-		return err
-	}
-	if err := quantize.DequantizeInt4(deq, qr.Packed, qr.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
-		return err
-	}
-	rtn.Add(vals, deq, base)
+	// What the compressed-tensors rule would have given, from the kernel's per-group sums: no
+	// second quantization pass.
+	*rtn = quantize.Metrics{N: int64(len(vals)), SumSqRef: q.SumSq, SumSqErr: q.RTNSumSqErr}
 	return nil
 }
 
