@@ -67,3 +67,6 @@ $(VERSITYGW):
 
 clean:
 	rm -rf $(BIN) out
+
+# CUDA build, vet and PTX targets live beside the kernels.
+-include kernels/cuda.mk
