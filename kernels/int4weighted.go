@@ -1,0 +1,153 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+
+	"pdq/safetensors"
+)
+
+// QuantizeInt4Weighted is QuantizeInt4 with a per-column importance weight: the scale search
+// (SearchMSE) minimises Σ_j d_j·(x_j − q_j·s)² over each group instead of the plain squared
+// error, d holding one non-negative finite weight per column (calibration E[x_j²] of the input
+// feature j). The candidates, the least-squares refinement (s ← bf16(Σd·x·q / Σd·q²)), the
+// packing and the eight-lane float32 sums follow the rules of the package documentation; the RTN
+// scale is the first candidate, so no group's weighted error exceeds that of RTN. The statistics
+// written to out.Stats stay unweighted (SumSq, Err and RTNErr as for QuantizeInt4), so reports
+// compare like with like. With SearchRTN, or when every d_j is equal, the output is the output of
+// QuantizeInt4 except that ties between candidates may resolve differently; d is not part of the
+// Backend interface: only the CPU backend implements it.
+func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *Int4Params, d []float32) error {
+	g := p.GroupSize
+	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
+		return shapeErr("INT4 row", cols, g)
+	}
+	n := rows * cols
+	ng := n / g
+	switch {
+	case len(src) != n:
+		return shapeErr("source", len(src), n)
+	case len(d) != cols:
+		return shapeErr("column weights", len(d), cols)
+	case len(out.Packed) != n/2:
+		return shapeErr("packed bytes", len(out.Packed), n/2)
+	case len(out.Scales) != 2*ng:
+		return shapeErr("scale bytes", len(out.Scales), 2*ng)
+	case len(out.Stats) != ng:
+		return shapeErr("group stats", len(out.Stats), ng)
+	}
+	gpr := cols / g
+	for k := range ng {
+		x := src[k*g : (k+1)*g : (k+1)*g]
+		c0 := (k % gpr) * g
+		w := d[c0 : c0+g : c0+g]
+		s, st, bad := quantGroupWeighted(out.Packed[k*g/2:(k+1)*g/2], x, w, p)
+		if bad >= 0 {
+			return &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+		}
+		binary.LittleEndian.PutUint16(out.Scales[2*k:], safetensors.Float32ToBF16(s))
+		out.Stats[k] = st
+	}
+	return nil
+}
+
+// quantGroupWeighted is quantGroup with the weighted search.
+func quantGroupWeighted(dst []byte, x, w []float32, p *Int4Params) (s float32, st GroupStats, bad int) {
+	ab := absMaxBits(x)
+	if ab >= 0x7f800000 {
+		return 0, st, firstNonFinite(x)
+	}
+	a := math.Float32frombits(ab)
+	sR := safetensors.RoundBF16(a / 7.5)
+	if sR == 0 {
+		ss := sumSq(x)
+		for i := range dst {
+			dst[i] = 0x88
+		}
+		return 0, GroupStats{SumSq: ss, Err: ss, RTNErr: ss}, -1
+	}
+	s, div := sR, true
+	searched := p.Search == SearchMSE && a >= TinyAbsMax
+	if searched {
+		s, div = searchWeighted(x, w, a, sR, p)
+	}
+	st = pack(dst, x, s, div)
+	if !searched || div {
+		st.RTNErr = st.Err
+	} else {
+		st.RTNErr = errDiv(x, sR)
+	}
+	return s, st, -1
+}
+
+// searchWeighted is search with the weighted error Σw(x−q·s)².
+func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32, div bool) {
+	bestE, sxq, sqq := wSums(x, w, sR, 0, true)
+	best, div = sR, true
+	var prev float32
+	try := func(s float32) {
+		if e, xq, qq := wSums(x, w, s, 1/s, false); e < bestE {
+			bestE, best, div, sxq, sqq = e, s, false, xq, qq
+		}
+	}
+	for _, k := range p.Pos {
+		s := safetensors.RoundBF16(a * k)
+		if s == prev || s == sR {
+			continue
+		}
+		prev = s
+		try(s)
+	}
+	if p.Signed && len(p.Neg) > 0 {
+		sign := float32(1)
+		if extreme(x, a) > 0 {
+			sign = -1
+		}
+		prev = 0
+		for _, k := range p.Neg {
+			s := safetensors.RoundBF16(a * k)
+			if s == prev {
+				continue
+			}
+			prev = s
+			try(sign * s)
+		}
+	}
+	for range p.Refine {
+		if sqq == 0 {
+			break
+		}
+		s := safetensors.RoundBF16(sxq / sqq)
+		if s == best || s == 0 || (!p.Signed && s < 0) {
+			break
+		}
+		e, xq, qq := wSums(x, w, s, 1/s, false)
+		if !(e < bestE) {
+			break
+		}
+		bestE, best, div, sxq, sqq = e, s, false, xq, qq
+	}
+	return best, div
+}
+
+// wSums returns Σw(x−q·s)², Σw·x·q and Σw·q² in the eight-lane order, with q = level(x/s) when
+// div is set and level(x·inv) otherwise. Products are rounded to float32 one at a time:
+// w·(d·d), (w·x)·q and (w·q)·q.
+func wSums(x, w []float32, s, inv float32, div bool) (e, xq, qq float32) {
+	var el, xl, ql [8]float32
+	for i, v := range x {
+		f := v * inv
+		if div {
+			f = v / s
+		}
+		q := level(f)
+		dd := v - float32(q*s)
+		wi := w[i]
+		el[i&7] += float32(wi * float32(dd*dd))
+		xl[i&7] += float32(float32(wi*v) * q)
+		ql[i&7] += float32(float32(wi*q) * q)
+	}
+	return lanes(el[0], el[1], el[2], el[3], el[4], el[5], el[6], el[7]),
+		lanes(xl[0], xl[1], xl[2], xl[3], xl[4], xl[5], xl[6], xl[7]),
+		lanes(ql[0], ql[1], ql[2], ql[3], ql[4], ql[5], ql[6], ql[7])
+}
