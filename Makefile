@@ -37,7 +37,7 @@ lint:
 
 ## bench: codec, quantization and publishing benchmarks (one core, as the docs quote them)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./safetensors ./quantize/... ./kernels/... 
+	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./safetensors ./quantize/... ./kernels/... ./publish/zipnn
 
 ## quality: the quantization quality table of docs/QUALITY.md
 quality:

@@ -18,10 +18,12 @@ import (
 // version is the tool version recorded in outputs; overridden at link time with -X main.version=.
 var version = "0.1.0-dev"
 
-// Exit codes: 0 success, 1 failure, 2 bad usage.
+// Exit codes: 0 success, 1 failure, 2 bad usage, 130 interrupted (Ctrl-C or SIGTERM).
 const (
 	exitFailure = 1
 	exitUsage   = 2
+	// exitInterrupted is the shell convention for a process stopped by SIGINT.
+	exitInterrupted = 130
 )
 
 // usageError marks an error caused by how the command was called (exit status 2).
@@ -93,6 +95,10 @@ func main() {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "pdq: interrupted; nothing unfinished was left under a final name (convert, publish and pull resume when rerun)")
+		os.Exit(exitInterrupted)
 	}
 	fmt.Fprintln(os.Stderr, "pdq:", err)
 	var ue usageError
