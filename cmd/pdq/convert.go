@@ -193,6 +193,21 @@ func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "kept dense (unsupported): %s\n", s)
 	}
+	if c := rep.Calibration; c != nil {
+		ws := "-"
+		if c.WeightedSQNR != nil {
+			ws = fmt.Sprintf("%.2f dB", float64(*c.WeightedSQNR))
+		}
+		fmt.Fprintf(w, "\ncalibration %s (%d tokens, %s): method %s, modules %v, no statistics %d, no tokens %d; activation-weighted SQNR %s\n",
+			c.File, c.Tokens, c.Source, c.Method, c.Modules, c.NoStats, c.NoTokens, ws)
+		for i, n := range c.Notes {
+			if i == 5 {
+				fmt.Fprintf(w, "  ... %d more notes in report.json\n", len(c.Notes)-5)
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+	}
 	fmt.Fprintf(w, "\nwrote %s/prefill, %s/decode, %s/report.json\n", out, out, out)
 }
 

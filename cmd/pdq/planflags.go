@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"pdq/calib"
 	"pdq/quantize"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
@@ -20,6 +21,10 @@ type planFlags struct {
 	only          string
 	maxShardSize  int64
 	onUnsupported string
+	calib         string
+	calibMethod   string
+	calibActOrder bool
+	calibDamp     float64
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
@@ -33,6 +38,10 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.only, "only", "", "write only one output: prefill or decode")
 	f.maxShardSize = convert.DefaultMaxShardSize
 	fl.Var(bytesValue{&f.maxShardSize}, "max-shard-size", "largest output shard, e.g. 5GB or 512MiB")
+	fl.StringVar(&f.calib, "calib", "", "calibration statistics (safetensors, from tools/collect_calib.py; see docs/CALIBRATION.md): INT4 scales minimise the activation-weighted error")
+	fl.StringVar(&f.calibMethod, "calib-method", "", "with --calib: weighted (default; scale search weighted by E[x²]) or gptq (GPTQ with static groups for modules with a Hessian)")
+	fl.BoolVar(&f.calibActOrder, "calib-act-order", false, "gptq: process columns by decreasing E[x²] (static groups, no g_idx: only the order changes)")
+	fl.Float64Var(&f.calibDamp, "calib-damp", 0, "gptq: dampening as a fraction of the mean Hessian diagonal (default 0.01; raised tenfold on Cholesky failure)")
 	fl.StringVar(&f.onUnsupported, "on-unsupported", "error", "a target that cannot be quantized (shape not divisible by the group): error, or skip (keep it dense and list it in the report)")
 }
 
@@ -41,6 +50,7 @@ func (f *planFlags) options() convert.Options {
 		GroupSize: groupOption(f.groupSize), Method: quantize.Method(f.method), SignedScales: f.signedScales,
 		Targets: f.targets, Ignore: f.ignore, DecodeDense: f.decodeDense, Only: f.only,
 		MaxShardSize: f.maxShardSize, OnUnsupported: f.onUnsupported,
+		CalibMethod: f.calibMethod, CalibActOrder: f.calibActOrder, CalibDamp: f.calibDamp,
 	}
 }
 
@@ -55,9 +65,20 @@ func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint,
 		ck.Close()
 		return nil, nil, err
 	}
-	p, err := convert.NewPlan(ck, cfg, f.options())
+	o := f.options()
+	if f.calib != "" {
+		// The statistics file stays open for the life of the command.
+		if o.Calib, err = calib.Open(f.calib); err != nil {
+			ck.Close()
+			return nil, nil, err
+		}
+	}
+	p, err := convert.NewPlan(ck, cfg, o)
 	if err != nil {
 		ck.Close()
+		if o.Calib != nil {
+			o.Calib.Close()
+		}
 		if isBadOptions(err) {
 			return nil, nil, usageError{err}
 		}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"pdq/calib"
 	"pdq/quantize"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -51,6 +52,13 @@ type Options struct {
 	Only          string          // "", "prefill" or "decode"
 	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
 	OnUnsupported string          // "error" (default) or "skip": keep unsupported targets dense and list them
+
+	// Calib, when set, holds the calibration statistics the INT4 modules use (see CalibMethod);
+	// the plan ID includes the file's SHA-256, so a resumed run refuses a different file.
+	Calib         *calib.Stats `json:"-"`
+	CalibMethod   string       `json:",omitempty"` // "weighted" (default with Calib) or "gptq"
+	CalibActOrder bool         `json:",omitempty"` // gptq: process columns by decreasing E[x²]
+	CalibDamp     float64      `json:",omitempty"` // gptq: dampening, fraction of the mean diagonal (0: 1%)
 
 	// TargetSet and IgnoreSet, when not nil, replace the Targets and Ignore regexes with exact
 	// module names (verify rebuilds a plan from what an output holds).
@@ -113,7 +121,7 @@ func (o *Options) defaults() error {
 	case o.Method != "rtn" && o.Method != "mse":
 		return fmt.Errorf("%w: method %q (want rtn or mse)", ErrBadOptions, o.Method)
 	}
-	return nil
+	return o.calibDefaults()
 }
 
 // Module is one unit of conversion: a Linear weight with its scale companion, or a plain tensor.
@@ -129,6 +137,8 @@ type Module struct {
 	Prefill Scheme
 	// Skipped says why a target was kept dense under --on-unsupported skip.
 	Skipped string
+	// Calib is how calibration statistics quantize an INT4 module (nil without statistics).
+	Calib *ModuleCalib
 }
 
 // SourceBytes is the number of source bytes the module reads.
@@ -206,6 +216,9 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 		return nil, fmt.Errorf("%w: FP8 block size %v (pdq reads %dx%d blocks)", ErrUnsupported, p.Layout.BlockSize, FP8BlockSize, FP8BlockSize)
 	}
 	if err := p.buildModules(ts, targets, ignore); err != nil {
+		return nil, err
+	}
+	if err := p.planCalib(); err != nil {
 		return nil, err
 	}
 	if o.Only != "decode" {

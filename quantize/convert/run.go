@@ -191,6 +191,9 @@ func (p *Plan) ID() string {
 	}
 	b, _ := json.Marshal(p.Options)
 	h.Write(b)
+	if c := p.Options.Calib; c != nil {
+		fmt.Fprintf(h, "calib %s\n", c.ID)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
@@ -266,7 +269,7 @@ func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab) err
 			n = 0
 		}
 		elems := int64(s.r1-s.r0) * int64(max(m.Cols, 1))
-		s.cost = 2*n + 16*elems
+		s.cost = 2*n + 16*elems + gptqWorkBytes(m)
 		if err := r.budget.acquire(ctx, s.cost); err != nil {
 			return err
 		}
@@ -358,6 +361,7 @@ func (r *runner) moduleRecords(mi int) {
 			v := Float(rtnTotal.SQNR())
 			rec.Row.RTNSQNR, rec.RTN = &v, &rtnTotal
 			rec.Row.GroupSize, rec.Row.Method = r.plan.Options.GroupSize, string(r.plan.Options.Method)
+			rec.Row.setCalib(m.Calib, res)
 		}
 		r.jmu.Lock()
 		r.records[kind+"\x00"+tensor] = []record{rec}
@@ -570,6 +574,7 @@ func (r *runner) report() *Report {
 		}
 	}
 	rep.finish(sums)
+	rep.Calibration = calibReport(p, rep.Tensors)
 	return rep
 }
 

@@ -3,9 +3,11 @@ package convert
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
+	"pdq/calib"
 	"pdq/kernels"
 	"pdq/quantize"
 	"pdq/safetensors"
@@ -24,6 +26,11 @@ type slab struct {
 type slabResult struct {
 	prefill, decode quantize.Metrics
 	rtn             quantize.Metrics
+	// With calibration statistics: Σd·w², Σd·(w−ŵ)² (d = E[x²]), the method used and why it
+	// differs from the plan's.
+	wRef, wErr float64
+	method     string
+	note       string
 }
 
 // rowsOf returns the number of rows a module is cut into and the bytes per row of its weight.
@@ -50,6 +57,9 @@ func slabRows(m *Module) int {
 			cols = int(m.Weight.NumElements() / m.Weight.Shape[0])
 		}
 		return max(1, min(rows, slabElems/max(cols, 1)))
+	}
+	if m.Calib != nil && m.Calib.Method == CalibGPTQ {
+		return max(1, rows) // one factorization per module: GPTQ takes the whole weight
 	}
 	n := max(FP8BlockSize, (slabElems/cols)/FP8BlockSize*FP8BlockSize)
 	return max(1, min(rows, n))
@@ -159,7 +169,7 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		}
 	}
 	if r.decode != nil {
-		if err := wk.emit(ctx, r.decode, "decode", m.Decode, m, s, vals, &res.decode, &res.rtn); err != nil {
+		if err := wk.emit(ctx, r.decode, "decode", m.Decode, m, s, vals, &res.decode, res); err != nil {
 			return err
 		}
 	}
@@ -167,7 +177,7 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 }
 
 // emit writes one output's tensors for a slab and measures what was written.
-func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme Scheme, m *Module, s *slab, vals []float32, met, rtn *quantize.Metrics) error {
+func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme Scheme, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
 	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
 	_, rowBytes := rowsOf(m)
@@ -224,18 +234,18 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 		met.Add(vals, wk.deq[:len(vals)], base)
 		return nil
 	case SchemeInt4:
-		return wk.emitInt4(ctx, set, m, s, vals, met, rtn)
+		return wk.emitInt4(ctx, set, m, s, vals, met, res)
 	}
 	return fmt.Errorf("convert: internal: scheme %q", scheme)
 }
 
-func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *slab, vals []float32, met, rtn *quantize.Metrics) error {
+func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
 	o := wk.r.plan.Options
 	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
 	g := o.group(m.Cols)
 	opt := quantize.Int4Options{GroupSize: g, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
-	q, err := quantize.QuantizeInt4(ctx, vals, rows, m.Cols, opt)
+	q, d, err := wk.quantizeInt4(ctx, m, vals, rows, opt, res)
 	if err != nil {
 		return fmt.Errorf("convert: %s: %w", m.describe(), err)
 	}
@@ -260,10 +270,57 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	}
 	met.Add(vals, deq, base)
 	met.Clipped += q.Clipped
+	if d != nil {
+		res.wRef, res.wErr = quantize.WeightedSums(vals, deq, d)
+	}
 	// What the compressed-tensors rule would have given, from the kernel's per-group sums: no
 	// second quantization pass.
-	*rtn = quantize.Metrics{N: int64(len(vals)), SumSqRef: q.SumSq, SumSqErr: q.RTNSumSqErr}
+	res.rtn = quantize.Metrics{N: int64(len(vals)), SumSqRef: q.SumSq, SumSqErr: q.RTNSumSqErr}
 	return nil
+}
+
+// quantizeInt4 quantizes one slab of an INT4 module: plain search, or with the module's
+// calibration statistics the weighted search or GPTQ. It returns the column weights d used
+// (nil without statistics). A Hessian that cannot be factorized even with more dampening makes
+// the module fall back to the weighted search, noted in the report.
+func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, rows int, opt quantize.Int4Options, res *slabResult) (*quantize.Int4Result, []float32, error) {
+	mc := m.Calib
+	if mc == nil || mc.Method == CalibNone {
+		q, err := quantize.QuantizeInt4(ctx, vals, rows, m.Cols, opt)
+		return q, nil, err
+	}
+	st := wk.r.plan.Options.Calib
+	d, err := st.SqMean(mc.Entry)
+	if err != nil {
+		return nil, nil, err
+	}
+	res.method = mc.Method
+	if mc.Method == CalibGPTQ {
+		f, err := wk.factor(st, mc.Entry)
+		if err == nil {
+			q, err := calib.QuantizeGPTQ(ctx, vals, rows, m.Cols, opt, d, f)
+			if err == nil && f.Tries > 1 {
+				res.note = fmt.Sprintf("Cholesky failed %d time(s); dampening raised to %g", f.Tries-1, f.Damp)
+			}
+			return q, d, err
+		}
+		if !errors.Is(err, calib.ErrIllConditioned) && !errors.Is(err, calib.ErrNoSignal) {
+			return nil, nil, err
+		}
+		res.method, res.note = CalibWeighted, "gptq failed, weighted search used: "+err.Error()
+	}
+	q, err := quantize.QuantizeInt4Weighted(ctx, vals, rows, m.Cols, opt, d)
+	return q, d, err
+}
+
+// factor reads a module's Hessian and prepares GPTQ. A bad Hessian (calib.ErrFormat) is an
+// error of the run; ErrIllConditioned and ErrNoSignal lead to the weighted fallback.
+func (wk *worker) factor(st *calib.Stats, e *calib.Entry) (*calib.Factor, error) {
+	h, err := st.Hessian(e)
+	if err != nil {
+		return nil, err
+	}
+	return calib.Factorize(h, e.K, wk.r.plan.Options.gptqOptions())
 }
 
 // writeScaleRows copies the slab's rows of an FP8 scale tensor to output tensor name.

@@ -1,0 +1,123 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+
+	"pdq/calib"
+)
+
+// Calibration methods (Options.CalibMethod).
+const (
+	CalibWeighted = "weighted" // scale search weighted by E[x²]
+	CalibGPTQ     = "gptq"     // GPTQ with static groups where the file has a Hessian
+	CalibNone     = "none"     // recorded per module: no usable statistics, unweighted search
+)
+
+// ModuleCalib says how one INT4 module uses the calibration statistics.
+type ModuleCalib struct {
+	Method string       // CalibWeighted, CalibGPTQ or CalibNone
+	Entry  *calib.Entry // the statistics used (nil with CalibNone)
+	Shared bool         // the entry is the sibling projection's (gate and up share their input)
+	Tokens int64        // tokens the module saw; -1 when the file does not say
+	Note   string       // why CalibNone, or why gptq became weighted
+}
+
+func (o *Options) calibDefaults() error {
+	if o.Calib == nil {
+		if o.CalibMethod != "" || o.CalibActOrder || o.CalibDamp != 0 {
+			return fmt.Errorf("%w: calibration method options need a statistics file (--calib)", ErrBadOptions)
+		}
+		return nil
+	}
+	if o.CalibMethod == "" {
+		o.CalibMethod = CalibWeighted
+	}
+	switch {
+	case o.CalibMethod != CalibWeighted && o.CalibMethod != CalibGPTQ:
+		return fmt.Errorf("%w: calibration method %q (want weighted or gptq)", ErrBadOptions, o.CalibMethod)
+	case o.Method != "mse":
+		return fmt.Errorf("%w: calibration statistics need the mse method, not %q", ErrBadOptions, o.Method)
+	case o.CalibDamp < 0 || math.IsNaN(o.CalibDamp) || math.IsInf(o.CalibDamp, 0):
+		return fmt.Errorf("%w: calibration dampening %v", ErrBadOptions, o.CalibDamp)
+	case o.CalibActOrder && o.CalibMethod != CalibGPTQ:
+		return fmt.Errorf("%w: act-order needs the gptq calibration method", ErrBadOptions)
+	}
+	return nil
+}
+
+// planCalib looks up the statistics of every INT4 module. A shape mismatch is refused; a module
+// without an entry, or whose entry saw no tokens, is quantized without weights and counted.
+func (p *Plan) planCalib() error {
+	st := p.Options.Calib
+	if st == nil {
+		return nil
+	}
+	for _, m := range p.Modules {
+		if m.Decode != SchemeInt4 {
+			continue
+		}
+		mc := &ModuleCalib{Method: CalibNone, Tokens: -1}
+		m.Calib = mc
+		e := st.Lookup(m.Name)
+		if e == nil {
+			mc.Note = "no statistics"
+			continue
+		}
+		if err := e.CheckShape(m.Name, m.Cols); err != nil {
+			return fmt.Errorf("convert: %s: %s: %w", m.describe(), st.Path, err)
+		}
+		mc.Entry, mc.Shared = e, e.Module != m.Name
+		n, err := st.EntryTokens(e)
+		if err != nil {
+			return fmt.Errorf("convert: %s: %w", m.describe(), err)
+		}
+		mc.Tokens = n
+		if n < 0 {
+			d, err := st.SqMean(e)
+			if err != nil {
+				return fmt.Errorf("convert: %s: %w", m.describe(), err)
+			}
+			if allZero(d) {
+				n = 0
+			}
+		}
+		if n == 0 {
+			mc.Entry, mc.Note = nil, "saw no tokens"
+			continue
+		}
+		mc.Method = CalibWeighted
+		if p.Options.CalibMethod == CalibGPTQ {
+			if e.Hessian != nil {
+				mc.Method = CalibGPTQ
+			} else {
+				mc.Note = "no Hessian: weighted search"
+			}
+		}
+	}
+	return nil
+}
+
+func allZero(d []float32) bool {
+	for _, v := range d {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// gptqOptions returns the GPTQ options of the plan.
+func (o *Options) gptqOptions() calib.GPTQOptions {
+	return calib.GPTQOptions{Damp: o.CalibDamp, ActOrder: o.CalibActOrder}
+}
+
+// gptqWorkBytes estimates the memory GPTQ needs beyond the slab for a module of k inputs: the
+// Hessian, its reversed copy, the factor and the triangular matrices of the factorization.
+func gptqWorkBytes(m *Module) int64 {
+	if m.Calib == nil || m.Calib.Method != CalibGPTQ {
+		return 0
+	}
+	k := int64(m.Cols)
+	return 5*8*k*k + 4*k*k
+}

@@ -1,0 +1,97 @@
+package convert
+
+import (
+	"math"
+	"sort"
+)
+
+// CalibReport is the calibration section of report.json.
+type CalibReport struct {
+	File     string  `json:"file"`
+	SHA256   string  `json:"sha256"`
+	Source   string  `json:"source,omitempty"` // the file's free-text source
+	Tokens   int64   `json:"tokens"`           // the file's token count
+	Method   string  `json:"method"`           // weighted or gptq
+	ActOrder bool    `json:"act_order,omitempty"`
+	Damp     float64 `json:"damp,omitempty"`
+	// Modules counts the INT4 modules per method used; Shared those that used their sibling's
+	// entry; NoStats and NoTokens those quantized without weights, and why.
+	Modules  map[string]int `json:"modules"`
+	Shared   int            `json:"shared"`
+	NoStats  int            `json:"no_stats"`
+	NoTokens int            `json:"no_tokens"`
+	// Notes lists modules whose method differs from the plan or needed more dampening.
+	Notes []string `json:"notes,omitempty"`
+	// WeightedSQNR is over every module with statistics: 10·log10(ΣΣd·w² / ΣΣd(w−ŵ)²).
+	WeightedSQNR *Float `json:"weighted_sqnr_db,omitempty"`
+}
+
+// setCalib records a module's calibration in its report row; res holds its slabs.
+func (t *TensorReport) setCalib(mc *ModuleCalib, res []slabResult) {
+	if mc == nil {
+		return
+	}
+	t.CalibMethod, t.CalibNote = mc.Method, mc.Note
+	if mc.Shared {
+		t.CalibEntry = mc.Entry.Module
+	}
+	if mc.Tokens >= 0 {
+		n := mc.Tokens
+		t.CalibTokens = &n
+	}
+	if mc.Method == CalibNone {
+		return
+	}
+	var ref, e float64
+	for i := range res {
+		ref += res[i].wRef
+		e += res[i].wErr
+		if res[i].method != "" {
+			t.CalibMethod = res[i].method
+		}
+		if res[i].note != "" {
+			t.CalibNote = res[i].note
+		}
+	}
+	rel, db := Float(math.Sqrt(e/ref)), Float(sqnr(ref, e))
+	t.WeightedRelRMSE, t.WeightedSQNR = &rel, &db
+	t.WeightedSumSq, t.WeightedSumSqErr = ref, e
+}
+
+// calibReport summarises the calibration of the rows (nil without statistics).
+func calibReport(p *Plan, rows []TensorReport) *CalibReport {
+	st := p.Options.Calib
+	if st == nil {
+		return nil
+	}
+	c := &CalibReport{File: st.Path, SHA256: st.ID, Source: st.Source, Tokens: st.Tokens, Method: p.Options.CalibMethod,
+		ActOrder: p.Options.CalibActOrder, Damp: p.Options.CalibDamp, Modules: map[string]int{}}
+	var ref, e float64
+	for _, t := range rows {
+		if t.CalibMethod == "" {
+			continue
+		}
+		c.Modules[t.CalibMethod]++
+		switch {
+		case t.CalibMethod == CalibNone && t.CalibNote == "saw no tokens":
+			c.NoTokens++
+		case t.CalibMethod == CalibNone:
+			c.NoStats++
+		case t.CalibNote != "":
+			c.Notes = append(c.Notes, t.Module+": "+t.CalibNote)
+		}
+		if t.CalibEntry != "" {
+			c.Shared++
+		}
+		if t.WeightedSQNR != nil {
+			ref += t.WeightedSumSq
+			e += t.WeightedSumSqErr
+		}
+	}
+	sort.Strings(c.Notes)
+	if ref > 0 {
+		v := Float(sqnr(ref, e))
+		c.WeightedSQNR = &v
+	}
+	return c
+}
