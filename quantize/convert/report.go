@@ -67,10 +67,10 @@ type TensorReport struct {
 	// With calibration statistics (INT4 modules only): how they were used and the
 	// activation-weighted error, d = E[x²] per input channel: sqrt(Σd(w−ŵ)²/Σd·w²) and
 	// 10·log10(Σd·w²/Σd(w−ŵ)²).
-	CalibMethod     string `json:"calib_method,omitempty"`  // weighted, gptq or none
-	CalibEntry      string `json:"calib_entry,omitempty"`   // the statistics used when another module's (gate/up)
-	CalibTokens     *int64 `json:"calib_tokens,omitempty"`  // tokens the module saw, when the file says
-	CalibNote       string `json:"calib_note,omitempty"`    // why none, or why gptq was not used as planned
+	CalibMethod     string `json:"calib_method,omitempty"` // weighted, gptq or none
+	CalibEntry      string `json:"calib_entry,omitempty"`  // the statistics used when another module's (gate/up)
+	CalibTokens     *int64 `json:"calib_tokens,omitempty"` // tokens the module saw, when the file says
+	CalibNote       string `json:"calib_note,omitempty"`   // why none, or why gptq was not used as planned
 	WeightedRelRMSE *Float `json:"weighted_rel_rmse,omitempty"`
 	WeightedSQNR    *Float `json:"weighted_sqnr_db,omitempty"`
 	// The sums behind them, Σd·w² and Σd(w−ŵ)², for totals over modules.
