@@ -444,25 +444,10 @@ func copyOrLink(src, dst string, link bool) error {
 		return fmt.Errorf("convert: %w", err)
 	}
 	defer in.Close()
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("convert: %w", err)
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("convert: copy %s: %w", src, err)
-	}
-	return nil
+	return writeAtomic(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
 }
 
 // checkSourceUnchanged compares each source shard's size and modification time with what Open saw.

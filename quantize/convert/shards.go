@@ -69,12 +69,21 @@ func (j *journal) save(dir string) error {
 
 // writeFileAtomic writes data to a temporary name, syncs it and renames it over path.
 func writeFileAtomic(path string, data []byte) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic writes a file through fill under a temporary name (".NAME.partial"), syncs it and
+// renames it to path; on any error the temporary file is removed and path is untouched.
+func writeAtomic(path string, fill func(io.Writer) error) error {
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
-	_, err = f.Write(data)
+	err = fill(f)
 	if err == nil {
 		err = f.Sync()
 	}
