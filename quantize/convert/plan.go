@@ -429,7 +429,7 @@ func (p *Plan) OutputSpecs(m *Module, kind string) []safetensors.TensorSpec {
 }
 
 func (p *Plan) planOutput(kind string) (*Output, error) {
-	var specs []safetensors.TensorSpec
+	specs := make([]safetensors.TensorSpec, 0, 3*len(p.Modules))
 	for _, m := range p.Modules {
 		specs = append(specs, p.OutputSpecs(m, kind)...)
 	}
@@ -438,7 +438,7 @@ func (p *Plan) planOutput(kind string) (*Output, error) {
 	if err != nil {
 		return nil, fmt.Errorf("convert: plan %s shards: %w", kind, err)
 	}
-	out := &Output{Kind: kind, Shards: shards, Where: map[string]int{}}
+	out := &Output{Kind: kind, Shards: shards, Where: make(map[string]int, len(specs))}
 	for i, s := range shards {
 		for _, t := range s.Specs {
 			out.Where[t.Name] = i
