@@ -1,0 +1,463 @@
+// CUDA kernels of the pdq quantizer. The Go package kernels (the CPU backend) is the
+// specification: every kernel here reproduces its float32 operation order bit for bit.
+//
+//   - No contraction: every product, quotient and sum goes through an explicitly rounded
+//     intrinsic (__fmul_rn, __fdiv_rn, __fadd_rn, __fsub_rn), and the PTX is built with
+//     -fmad=false as a second guard.
+//   - Group sums use eight lanes: lane j accumulates elements j, j+8, ... in index order; the
+//     lanes combine as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+//   - Levels are clamped to [-8, 7] and rounded half to even with (v + 1.5*2^23) - 1.5*2^23,
+//     exactly as the Go loops do, so the nibble is read from the same bit pattern.
+//
+// Every kernel parameter is 8 bytes wide (pointers, long long): the Go launcher copies exactly
+// eight bytes per argument.
+//
+// Regenerate pdq.ptx with `make ptx` (nvcc -ptx -arch=compute_90 -fmad=false).
+
+#include <stdint.h>
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define RNE 12582912.0f // 1.5 * 2^23
+#define NO_BAD 0xffffffffffffffffull
+
+// ---------------------------------------------------------------------------------------------
+// Scalar helpers, each the twin of a Go function named in its comment.
+
+// safetensors.Float32ToBF16
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+    uint32_t b = __float_as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return (uint16_t)(b >> 16) | 0x0040;
+    }
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+// safetensors.RoundBF16
+__device__ __forceinline__ float round_bf16(float f) {
+    return __uint_as_float(((uint32_t)f32_to_bf16(f)) << 16);
+}
+
+// kernels.level: clamp to [-8, 7], then round half to even.
+__device__ __forceinline__ float level(float v) {
+    if (v < -8.0f) v = -8.0f;
+    if (v > 7.0f) v = 7.0f;
+    return __fsub_rn(__fadd_rn(v, RNE), RNE);
+}
+
+__device__ __forceinline__ float lanes(const float *l) {
+    return __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[1]), __fadd_rn(l[2], l[3])),
+                     __fadd_rn(__fadd_rn(l[4], l[5]), __fadd_rn(l[6], l[7])));
+}
+
+// safetensors.f16Decode
+__device__ __forceinline__ float f16_decode(uint32_t h) {
+    uint32_t sign = (h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp != 0) return __uint_as_float(sign | ((exp + 112) << 23) | (man << 13));
+    float v = __fmul_rn((float)man, 1.0f / 16777216.0f);
+    return __uint_as_float(sign | __float_as_uint(v));
+}
+
+// kernels.e4m3: float32 to e4m3fn, nearest even, saturating at 448; NaN gives 0x7f.
+__device__ __forceinline__ uint8_t e4m3(float v) {
+    uint32_t b = __float_as_uint(v);
+    uint8_t sign = (uint8_t)(b >> 24) & 0x80;
+    uint32_t a = b & 0x7fffffffu;
+    if (a >= 0x43e00000u) {
+        return a > 0x7f800000u ? (sign | 0x7f) : (sign | 0x7e);
+    }
+    if (a >= 0x3c800000u) {
+        uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);
+        return sign | (uint8_t)((r >> 20) - (120u << 3));
+    }
+    float f = __fadd_rn(__fmul_rn(__uint_as_float(a), 512.0f), RNE);
+    return sign | (uint8_t)(__float_as_uint(f) - 0x4b400000u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) Source decode to float32.
+
+// decode_bf16: dst[i] = bf16 code src[i] widened (exact).
+extern "C" __global__ void decode_bf16(float *dst, const uint16_t *src, i64 n) {
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        dst[i] = __uint_as_float(((uint32_t)src[i]) << 16);
+    }
+}
+
+// decode_f16: dst[i] = binary16 code src[i] widened (exact, NaN payload kept like the Go codec).
+extern "C" __global__ void decode_f16(float *dst, const uint16_t *src, i64 n) {
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        dst[i] = f16_decode(src[i]);
+    }
+}
+
+// dequant_fp8: dst[r][c] = table[codes[r][c]] * scale[(r+roff)/bh][c/bw] (one rounded product), the
+// decode of an FP8-block source and kernels.DequantizeFP8Block. table holds the 256 float32
+// values of the e4m3fn codes as the Go codec decodes them (NaN codes included). Grid: x along
+// the columns, y strides the rows. roff is the chunk's first row modulo bh (scale starts at the
+// scale row of the chunk's first row).
+extern "C" __global__ void dequant_fp8(float *dst, const uint8_t *codes, const float *scale,
+                                       const float *table, i64 rows, i64 cols, i64 bh, i64 bw,
+                                       i64 roff) {
+    __shared__ float t[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) t[i] = table[i];
+    __syncthreads();
+    i64 sc = (cols + bw - 1) / bw;
+    for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float *srow = scale + ((r + roff) / bh) * sc;
+        for (i64 c = blockIdx.x * (i64)blockDim.x + threadIdx.x; c < cols; c += (i64)gridDim.x * blockDim.x) {
+            dst[r * cols + c] = __fmul_rn(t[codes[r * cols + c]], srow[c / bw]);
+        }
+    }
+}
+
+// dequant_int4: dst = (nibble-8)*scale, kernels.DequantizeInt4. One thread per packed word.
+extern "C" __global__ void dequant_int4(float *dst, const uint32_t *packed, const float *scales,
+                                        i64 words, i64 words_per_group) {
+    for (i64 w = blockIdx.x * (i64)blockDim.x + threadIdx.x; w < words; w += (i64)gridDim.x * blockDim.x) {
+        float s = scales[w / words_per_group];
+        uint32_t p = packed[w];
+        float4 lo, hi;
+        lo.x = __fmul_rn((float)((int)(p & 15) - 8), s);
+        lo.y = __fmul_rn((float)((int)((p >> 4) & 15) - 8), s);
+        lo.z = __fmul_rn((float)((int)((p >> 8) & 15) - 8), s);
+        lo.w = __fmul_rn((float)((int)((p >> 12) & 15) - 8), s);
+        hi.x = __fmul_rn((float)((int)((p >> 16) & 15) - 8), s);
+        hi.y = __fmul_rn((float)((int)((p >> 20) & 15) - 8), s);
+        hi.z = __fmul_rn((float)((int)((p >> 24) & 15) - 8), s);
+        hi.w = __fmul_rn((float)((int)((p >> 28) & 15) - 8), s);
+        reinterpret_cast<float4 *>(dst)[2 * w] = lo;
+        reinterpret_cast<float4 *>(dst)[2 * w + 1] = hi;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) INT4 group quantization: kernels.quantGroup and its loops.
+
+// Group statistics, laid out like kernels.GroupStats (16 bytes).
+struct GroupStats {
+    float sum_sq, err, rtn_err;
+    int clipped;
+};
+
+// err_sums: Σ(x-q·s)², Σx·q, Σq² with q = level(x/s) (div) or level(x·inv).
+// With want_xq false only the first is computed (errDiv / errMul).
+template <int G>
+__device__ __forceinline__ void err_sums(const float *x, int g, float s, float inv, bool div,
+                                         bool want_xq, float *e, float *xq, float *qq) {
+    float le[8], lx[8], lq[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) le[j] = lx[j] = lq[j] = 0.0f;
+    const int n = G > 0 ? G : g;
+#pragma unroll
+    for (int i = 0; i < n; i += 8) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float v = x[i + j];
+            float q = level(div ? __fdiv_rn(v, s) : __fmul_rn(v, inv));
+            float d = __fsub_rn(v, __fmul_rn(q, s));
+            le[j] = __fadd_rn(le[j], __fmul_rn(d, d));
+            if (want_xq) {
+                lx[j] = __fadd_rn(lx[j], __fmul_rn(v, q));
+                lq[j] = __fadd_rn(lq[j], __fmul_rn(q, q));
+            }
+        }
+    }
+    *e = lanes(le);
+    if (want_xq) {
+        *xq = lanes(lx);
+        *qq = lanes(lq);
+    }
+}
+
+// kernels.search; returns the best scale and whether its levels are the RTN ones (x/s).
+template <int G>
+__device__ float search(const float *x, int g, float a, float sR, const float *pos, int npos,
+                        const float *neg, int nneg, int refine, bool sgn, bool *div_out,
+                        float *rtn_err) {
+    float dummy1, dummy2;
+    float bestE;
+    err_sums<G>(x, g, sR, 0.0f, true, false, &bestE, &dummy1, &dummy2);
+    *rtn_err = bestE;
+    float best = sR;
+    bool div = true;
+    float prev = 0.0f;
+    for (int k = 0; k < npos; k++) {
+        float s = round_bf16(__fmul_rn(a, pos[k]));
+        if (s == prev || s == sR) continue;
+        prev = s;
+        float e;
+        err_sums<G>(x, g, s, __fdiv_rn(1.0f, s), false, false, &e, &dummy1, &dummy2);
+        if (e < bestE) {
+            bestE = e;
+            best = s;
+            div = false;
+        }
+    }
+    if (sgn && nneg > 0) {
+        // kernels.extreme: the first element whose magnitude is a.
+        float ext = a;
+        const int n = G > 0 ? G : g;
+        for (int i = 0; i < n; i++) {
+            float v = x[i];
+            if (v == a || v == -a) {
+                ext = v;
+                break;
+            }
+        }
+        float sign = ext > 0.0f ? -1.0f : 1.0f;
+        prev = 0.0f;
+        for (int k = 0; k < nneg; k++) {
+            float s = round_bf16(__fmul_rn(a, neg[k]));
+            if (s == prev) continue;
+            prev = s;
+            s = __fmul_rn(s, sign);
+            float e;
+            err_sums<G>(x, g, s, __fdiv_rn(1.0f, s), false, false, &e, &dummy1, &dummy2);
+            if (e < bestE) {
+                bestE = e;
+                best = s;
+                div = false;
+            }
+        }
+    }
+    *div_out = div;
+    if (refine <= 0) return best;
+    float sxq, sqq;
+    err_sums<G>(x, g, best, div ? 0.0f : __fdiv_rn(1.0f, best), div, true, &dummy1, &sxq, &sqq);
+    for (int it = 0; it < refine; it++) {
+        if (sqq == 0.0f) break;
+        float s = round_bf16(__fdiv_rn(sxq, sqq));
+        if (s == best || s == 0.0f || (!sgn && s < 0.0f)) break;
+        float e, sxq2, sqq2;
+        err_sums<G>(x, g, s, __fdiv_rn(1.0f, s), false, true, &e, &sxq2, &sqq2);
+        if (!(e < bestE)) break;
+        bestE = e;
+        best = s;
+        div = false;
+        sxq = sxq2;
+        sqq = sqq2;
+    }
+    *div_out = div;
+    return best;
+}
+
+// kernels.pack (packDiv / packMul): writes the nibbles, returns the statistics.
+template <int G>
+__device__ GroupStats pack(uint32_t *dst, const float *x, int g, float s, bool div) {
+    float inv = div ? 0.0f : __fdiv_rn(1.0f, s);
+    float le[8], ls[8];
+    int clip = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) le[j] = ls[j] = 0.0f;
+    const int n = G > 0 ? G : g;
+#pragma unroll
+    for (int i = 0; i < n; i += 8) {
+        uint32_t w = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float v = x[i + j];
+            float f = div ? __fdiv_rn(v, s) : __fmul_rn(v, inv);
+            if (f >= 7.5f || f < -8.5f) clip++;
+            if (f < -8.0f) f = -8.0f;
+            if (f > 7.0f) f = 7.0f;
+            float r = __fadd_rn(f, RNE);
+            float d = __fsub_rn(v, __fmul_rn(__fsub_rn(r, RNE), s));
+            w |= ((__float_as_uint(r) + 8u) & 15u) << (4 * j);
+            le[j] = __fadd_rn(le[j], __fmul_rn(d, d));
+            ls[j] = __fadd_rn(ls[j], __fmul_rn(v, v));
+        }
+        dst[i / 8] = w;
+    }
+    GroupStats st;
+    st.sum_sq = lanes(ls);
+    st.err = lanes(le);
+    st.rtn_err = 0.0f;
+    st.clipped = clip;
+    return st;
+}
+
+// Parameters of int4_quant, packed into 8-byte kernel arguments by the host:
+//   shape = groups | (group size << 40)
+//   mode  = search (0 rtn, 1 mse) | signed << 8 | refine << 16 | npos << 32 | nneg << 48
+//   cand  = device array of npos positive then nneg negative multipliers (float32)
+template <int G>
+__device__ void int4_group(uint32_t *packed, uint16_t *scales, GroupStats *stats, u64 *bad,
+                           const float *src, i64 k, int g, u64 mode, const float *cand) {
+    const float *xg = src + k * (i64)g;
+    float buf[G > 0 ? G : 8];
+    const float *x = xg;
+    if (G > 0) {
+        // Small groups live in registers: one load each, then every candidate pass reads them.
+        const float4 *v4 = reinterpret_cast<const float4 *>(xg);
+#pragma unroll
+        for (int i = 0; i < (G > 0 ? G : 8) / 4; i++) {
+            float4 v = v4[i];
+            buf[4 * i] = v.x;
+            buf[4 * i + 1] = v.y;
+            buf[4 * i + 2] = v.z;
+            buf[4 * i + 3] = v.w;
+        }
+        x = buf;
+    }
+    const int n = G > 0 ? G : g;
+    uint32_t ab = 0;
+#pragma unroll
+    for (int i = 0; i < n; i++) ab = max(ab, __float_as_uint(x[i]) & 0x7fffffffu);
+    uint32_t *dst = packed + k * (i64)(g / 8);
+    if (ab >= 0x7f800000u) {
+        for (int i = 0; i < n; i++) {
+            if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) {
+                atomicMin(bad, (u64)(k * (i64)g + i));
+                break;
+            }
+        }
+        return;
+    }
+    float a = __uint_as_float(ab);
+    float sR = round_bf16(__fdiv_rn(a, 7.5f));
+    GroupStats st;
+    float s = sR;
+    if (sR == 0.0f) {
+        float ls[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) ls[j] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < n; i += 8) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) ls[j] = __fadd_rn(ls[j], __fmul_rn(x[i + j], x[i + j]));
+            dst[i / 8] = 0x88888888u;
+        }
+        float ss = lanes(ls);
+        st.sum_sq = st.err = st.rtn_err = ss;
+        st.clipped = 0;
+        s = 0.0f;
+    } else {
+        bool div = true;
+        float rtn_err = 0.0f;
+        bool searched = (mode & 0xff) == 1 && a >= 0x1p-64f;
+        if (searched) {
+            int npos = (int)((mode >> 32) & 0xffff);
+            int nneg = (int)((mode >> 48) & 0xffff);
+            bool sgn = ((mode >> 8) & 0xff) != 0;
+            int refine = (int)((mode >> 16) & 0xffff);
+            s = search<G>(x, g, a, sR, cand, npos, cand + npos, nneg, refine, sgn, &div, &rtn_err);
+        }
+        st = pack<G>(dst, x, g, s, div);
+        st.rtn_err = searched ? rtn_err : st.err;
+    }
+    scales[k] = f32_to_bf16(s);
+    stats[k] = st;
+}
+
+#define INT4_KERNEL(name, G)                                                                    \
+    extern "C" __global__ void name(uint32_t *packed, uint16_t *scales, GroupStats *stats,      \
+                                    u64 *bad, const float *src, i64 shape, u64 mode,            \
+                                    const float *cand) {                                        \
+        i64 groups = shape & ((1ll << 40) - 1);                                                 \
+        int g = (int)(shape >> 40);                                                             \
+        for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < groups;                    \
+             k += (i64)gridDim.x * blockDim.x) {                                                \
+            int4_group<G>(packed, scales, stats, bad, src, k, g, mode, cand);                  \
+        }                                                                                       \
+    }
+
+INT4_KERNEL(int4_quant_g32, 32)
+INT4_KERNEL(int4_quant_g64, 64)
+INT4_KERNEL(int4_quant_any, 0)
+
+// ---------------------------------------------------------------------------------------------
+// (c) FP8 e4m3 128x128 block quantization: kernels.CPU.QuantizeFP8Block.
+
+// fp8_absmax: one thread block per 128x128 block (grid: block columns x block rows) computes
+// scale = absmax/448 (1 for an all-zero block). A non-finite element records, in *bad, the key
+// ((block row * block cols + block col) * 128 + row in block) * 128 + column in block of the
+// first one in the CPU's search order; the host turns it into the element index.
+extern "C" __global__ void fp8_absmax(float *scale, u64 *bad, const float *src, i64 rows, i64 cols) {
+    __shared__ uint32_t part[256];
+    i64 bj = blockIdx.x, bi = blockIdx.y, bc = gridDim.x;
+    i64 r0 = bi * 128, c0 = bj * 128;
+    int h = (int)min((i64)128, rows - r0), w = (int)min((i64)128, cols - c0);
+    uint32_t m = 0;
+    for (int i = threadIdx.x; i < h * 128; i += blockDim.x) {
+        int r = i >> 7, c = i & 127;
+        if (c < w) m = max(m, __float_as_uint(src[(r0 + r) * cols + c0 + c]) & 0x7fffffffu);
+    }
+    part[threadIdx.x] = m;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) part[threadIdx.x] = max(part[threadIdx.x], part[threadIdx.x + o]);
+        __syncthreads();
+    }
+    uint32_t ab = part[0];
+    if (ab >= 0x7f800000u) {
+        for (int i = threadIdx.x; i < h * 128; i += blockDim.x) {
+            int r = i >> 7, c = i & 127;
+            if (c < w && (__float_as_uint(src[(r0 + r) * cols + c0 + c]) & 0x7f800000u) == 0x7f800000u) {
+                atomicMin(bad, (u64)(((bi * bc + bj) * 128 + r) * 128 + c));
+            }
+        }
+        return;
+    }
+    if (threadIdx.x == 0) {
+        float s = __fdiv_rn(__uint_as_float(ab), 448.0f);
+        if (s == 0.0f) s = 1.0f;
+        scale[bi * bc + bj] = s;
+    }
+}
+
+// fp8_quant: codes = e4m3(x / scale[block]). Grid: x along the columns, y strides the rows.
+extern "C" __global__ void fp8_quant(uint8_t *codes, const float *scale, const float *src, i64 rows, i64 cols) {
+    i64 bc = (cols + 127) / 128;
+    for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float *srow = scale + (r >> 7) * bc;
+        for (i64 c = blockIdx.x * (i64)blockDim.x + threadIdx.x; c < cols; c += (i64)gridDim.x * blockDim.x) {
+            codes[r * cols + c] = e4m3(__fdiv_rn(src[r * cols + c], srow[c >> 7]));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Error-metric partial sums: kernels.CPU.ErrorSums over chunks.
+//
+// Each thread sums one chunk of `chunk` consecutive elements sequentially in float64 (no fused
+// multiply-add), exactly as the CPU loop does; the host adds the chunk sums in chunk order. The
+// only difference from the sequential CPU sum is where the float64 additions are grouped, so
+// the sums can differ in their last bits (bounded, see the Go side); N, MaxAbsErr and
+// MaxAbsIdx are exact. out holds 6 doubles per chunk: Σref², Σerr², Σ|err|, Σref·got, Σgot²,
+// max|err|, then (after all chunks' doubles) one int64 index per chunk.
+extern "C" __global__ void err_partial(double *out, i64 *idx, const float *ref, const float *got, i64 n, i64 chunk) {
+    i64 chunks = (n + chunk - 1) / chunk;
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < chunks; k += (i64)gridDim.x * blockDim.x) {
+        i64 i0 = k * chunk, i1 = min(n, i0 + chunk);
+        double srr = 0, see = 0, sae = 0, dot = 0, sgg = 0, mx = 0;
+        i64 mi = -1;
+        for (i64 i = i0; i < i1; i++) {
+            double r = ref[i], g = got[i];
+            double e = __dsub_rn(g, r);
+            double a = fabs(e);
+            srr = __dadd_rn(srr, __dmul_rn(r, r));
+            see = __dadd_rn(see, __dmul_rn(e, e));
+            sae = __dadd_rn(sae, a);
+            dot = __dadd_rn(dot, __dmul_rn(r, g));
+            sgg = __dadd_rn(sgg, __dmul_rn(g, g));
+            if (a > mx || mi < 0) {
+                mx = a;
+                mi = i;
+            }
+        }
+        double *o = out + 6 * k;
+        o[0] = srr;
+        o[1] = see;
+        o[2] = sae;
+        o[3] = dot;
+        o[4] = sgg;
+        o[5] = mx;
+        idx[k] = mi;
+    }
+}
