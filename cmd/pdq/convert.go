@@ -198,8 +198,8 @@ func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 		if c.WeightedSQNR != nil {
 			ws = fmt.Sprintf("%.2f dB", float64(*c.WeightedSQNR))
 		}
-		fmt.Fprintf(w, "\ncalibration %s (%d tokens, %s): method %s, modules %v, no statistics %d, no tokens %d; activation-weighted SQNR %s\n",
-			c.File, c.Tokens, c.Source, c.Method, c.Modules, c.NoStats, c.NoTokens, ws)
+		fmt.Fprintf(w, "\ncalibration %s (%d tokens, %s): method %s, modules %v, no statistics %d, no tokens %d, no Hessian %d; activation-weighted SQNR %s\n",
+			c.File, c.Tokens, c.Source, c.Method, c.Modules, c.NoStats, c.NoTokens, c.NoHessian, ws)
 		for i, n := range c.Notes {
 			if i == 5 {
 				fmt.Fprintf(w, "  ... %d more notes in report.json\n", len(c.Notes)-5)

@@ -14,6 +14,9 @@ const (
 	CalibNone     = "none"     // recorded per module: no usable statistics, unweighted search
 )
 
+// noHessianNote marks modules that use the weighted search under gptq for lack of a Hessian.
+const noHessianNote = "no Hessian: weighted search"
+
 // ModuleCalib says how one INT4 module uses the calibration statistics.
 type ModuleCalib struct {
 	Method string       // CalibWeighted, CalibGPTQ or CalibNone
@@ -91,7 +94,7 @@ func (p *Plan) planCalib() error {
 			if e.Hessian != nil {
 				mc.Method = CalibGPTQ
 			} else {
-				mc.Note = "no Hessian: weighted search"
+				mc.Note = noHessianNote
 			}
 		}
 	}

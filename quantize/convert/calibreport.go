@@ -20,6 +20,8 @@ type CalibReport struct {
 	Shared   int            `json:"shared"`
 	NoStats  int            `json:"no_stats"`
 	NoTokens int            `json:"no_tokens"`
+	// NoHessian counts modules that used the weighted search under gptq for lack of a Hessian.
+	NoHessian int `json:"no_hessian,omitempty"`
 	// Notes lists modules whose method differs from the plan or needed more dampening.
 	Notes []string `json:"notes,omitempty"`
 	// WeightedSQNR is over every module with statistics: 10·log10(ΣΣd·w² / ΣΣd(w−ŵ)²).
@@ -32,7 +34,7 @@ func (t *TensorReport) setCalib(mc *ModuleCalib, res []slabResult) {
 		return
 	}
 	t.CalibMethod, t.CalibNote = mc.Method, mc.Note
-	if mc.Shared {
+	if mc.Shared && mc.Entry != nil {
 		t.CalibEntry = mc.Entry.Module
 	}
 	if mc.Tokens >= 0 {
@@ -77,6 +79,8 @@ func calibReport(p *Plan, rows []TensorReport) *CalibReport {
 			c.NoTokens++
 		case t.CalibMethod == CalibNone:
 			c.NoStats++
+		case t.CalibNote == noHessianNote:
+			c.NoHessian++
 		case t.CalibNote != "":
 			c.Notes = append(c.Notes, t.Module+": "+t.CalibNote)
 		}
