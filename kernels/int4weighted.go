@@ -14,9 +14,9 @@ import (
 // packing and the eight-lane float32 sums follow the rules of the package documentation; the RTN
 // scale is the first candidate, so no group's weighted error exceeds that of RTN. The statistics
 // written to out.Stats stay unweighted (SumSq, Err and RTNErr as for QuantizeInt4), so reports
-// compare like with like. With SearchRTN, or when every d_j is equal, the output is the output of
-// QuantizeInt4 except that ties between candidates may resolve differently; d is not part of the
-// Backend interface: only the CPU backend implements it.
+// compare like with like. With SearchRTN, or with every d_j = 1, the output (bytes and statistics)
+// is exactly QuantizeInt4's. It is not part of the Backend interface: only the CPU backend
+// implements it.
 func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *Int4Params, d []float32) error {
 	g := p.GroupSize
 	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
