@@ -6,6 +6,7 @@
 #   make build-cuda      bin/pdq-cuda (pdq with --device cuda) and bin/gpucheck
 #   make vet-cuda        go vet -tags cuda of the CUDA packages
 #   make test-cuda-bin   bin/cuda.test, the parity tests (go test -c -tags cuda)
+#   make test-cuda-emu   the parity suite on pdq.cu compiled for the host (no GPU)
 #   make ptx             regenerate kernels/pdq.ptx from kernels/pdq.cu (needs nvcc 11.8+)
 #
 # The binaries need libcuda.so.1 (the NVIDIA driver) and a GPU to start at all.
@@ -20,7 +21,7 @@ CUDA_PKGS    := ./kernels/cuda ./cmd/gpucheck ./cmd/pdq
 NVCC         ?= nvcc
 NVCC_FLAGS   := -ptx -arch=compute_90 -fmad=false -O3 -std=c++14
 
-.PHONY: build-cuda vet-cuda test-cuda-bin ptx cuda-headers cuda-nonfree
+.PHONY: build-cuda vet-cuda test-cuda-bin test-cuda-emu ptx cuda-headers cuda-nonfree
 
 ## build-cuda: pdq with the CUDA backend (bin/pdq-cuda) and the GPU check program (bin/gpucheck)
 build-cuda: $(CUDA_HEADER)
@@ -65,3 +66,8 @@ ptx:
 	@command -v $(NVCC) >/dev/null || { $(MAKE) --no-print-directory cuda-nonfree && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nvidia-cuda-toolkit; }
 	$(NVCC) $(NVCC_FLAGS) -o kernels/pdq.ptx.tmp kernels/pdq.cu && mv kernels/pdq.ptx.tmp kernels/pdq.ptx
+
+## test-cuda-emu: the parity suite on pdq.cu compiled for the host (no GPU needed; needs g++)
+test-cuda-emu:
+	CGO_ENABLED=1 CGO_CXXFLAGS="-O2 -DPDQ_CU_SHA256=$$(sha256sum kernels/pdq.cu | cut -c1-64)" \
+		$(GO) test -count=1 -tags cudaemu ./kernels/cuda/emu

@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/cu"
 
 	"pdq/kernels"
+	"pdq/kernels/cuda/parity"
 )
 
 // ErrorSums implements kernels.Backend. The specification is a sequential float64 sum in index
@@ -19,7 +20,7 @@ func (b *Backend) ErrorSums(ref, got []float32, base int64) kernels.ErrSums {
 }
 
 // ErrChunk is the number of consecutive elements one GPU thread sums in ErrorSumsChunked.
-const ErrChunk = 256
+const ErrChunk = parity.ErrChunk
 
 // ErrorSumsChunked computes the sums of kernels.CPU.ErrorSums on the GPU: each thread sums
 // ErrChunk consecutive elements sequentially in float64 (no fused multiply-add), and the host
@@ -27,7 +28,7 @@ const ErrChunk = 256
 // Every per-element term is computed exactly as on the CPU; only the grouping of the float64
 // additions differs. The CPU's sequential sum is within (n-1)·u·Σ|term| of the exact sum and
 // this one within (ErrChunk + n/ErrChunk)·u·Σ|term| (u = 2^-53, first order), so the two differ
-// by at most ErrSumsBound(n, Σ|term|): relative 10^-9 for a billion elements, far below any
+// by at most parity.ErrSumsBound(n, Σ|term|): relative 10^-9 for a billion elements, far below any
 // digit a report prints.
 func (b *Backend) ErrorSumsChunked(ref, got []float32, base int64) (kernels.ErrSums, error) {
 	n := len(ref)
@@ -74,10 +75,4 @@ func (b *Backend) ErrorSumsChunked(ref, got []float32, base int64) (kernels.ErrS
 		},
 	})
 	return s, err
-}
-
-// ErrSumsBound returns the largest difference ErrorSumsChunked may show against the CPU for a
-// sum of n terms whose absolute values add up to absSum.
-func ErrSumsBound(n int, absSum float64) float64 {
-	return 1.01 * float64(n+n/ErrChunk+ErrChunk+2) * 0x1p-53 * absSum
 }

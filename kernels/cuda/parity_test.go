@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"pdq/kernels"
+	"pdq/kernels/cuda/parity"
 	"strconv"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestParity(t *testing.T) {
 		seed = s
 	}
 	t.Logf("device %s, seed %d (PDQ_SEED=%d repeats it)", b.DeviceName(), seed, seed)
-	for i, c := range ParityCases() {
+	for i, c := range parity.ParityCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			if err := c.Run(b, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
 				t.Fatal(err)
@@ -47,13 +48,13 @@ func BenchmarkQuantizeInt4(b *testing.B) {
 	}
 	defer be.Close()
 	rows, cols := 2048, 2048
-	x := fill(rand.New(rand.NewPCG(1, 2)), rows*cols, distNormal)
+	x := parity.Normal(rand.New(rand.NewPCG(1, 2)), rows*cols)
 	for _, s := range []kernels.Search{kernels.SearchRTN, kernels.SearchMSE} {
 		p, err := kernels.NewInt4Params(32, s, false)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out := newInt4Out(rows, cols, 32)
+		out := parity.NewInt4Out(rows, cols, 32)
 		b.Run([]string{"rtn", "mse"}[s], func(b *testing.B) {
 			b.SetBytes(int64(4 * len(x)))
 			b.ReportAllocs()

@@ -1,6 +1,10 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-package cuda
+// Package parity is the parity suite of the GPU backend: every method against kernels.CPU on
+// fresh random data, outputs of both poisoned before each run, byte-identical results required.
+// It runs on the CUDA backend (package tests and cmd/gpucheck, on a GPU machine) and on the
+// host emulation of the same kernel source (package kernels/cuda/emu, on any machine).
+package parity
 
 import (
 	"bytes"
@@ -8,18 +12,37 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"unsafe"
 
 	"pdq/kernels"
+	"pdq/safetensors"
 )
 
-// The parity suite: every Backend method against kernels.CPU on fresh random data, outputs of
-// both poisoned before each run, byte-identical results required. It is shared by the package
-// tests and cmd/gpucheck, which runs it on the GPU machine before timing anything.
+// Backend is what the suite checks: the kernels.Backend methods plus the GPU's extras.
+type Backend interface {
+	kernels.Backend
+	// DecodeDense decodes BF16 or F16 source bytes like safetensors.DecodeFloat32.
+	DecodeDense(dst []float32, src []byte, dt safetensors.DType) error
+	// ErrorSumsChunked computes ErrorSums with chunked partial sums (see ErrSumsBound).
+	ErrorSumsChunked(ref, got []float32, base int64) (kernels.ErrSums, error)
+}
+
+// ErrChunk is the number of consecutive elements summed sequentially into one partial sum by
+// ErrorSumsChunked.
+const ErrChunk = 256
+
+// ErrSumsBound returns the largest difference ErrorSumsChunked may show against the CPU's
+// sequential float64 sum of n terms whose absolute values add up to absSum. The CPU's sum is
+// within (n-1)·u·absSum of the exact sum and the chunked one within (ErrChunk + n/ErrChunk)·u·
+// absSum (u = 2^-53, first order; the factor 1.01 covers the higher-order terms).
+func ErrSumsBound(n int, absSum float64) float64 {
+	return 1.01 * float64(n+n/ErrChunk+ErrChunk+2) * 0x1p-53 * absSum
+}
 
 // ParityCase is one comparison of the suite.
 type ParityCase struct {
 	Name string
-	Run  func(b *Backend, rng *rand.Rand) error
+	Run  func(b Backend, rng *rand.Rand) error
 }
 
 // ParityCases returns the whole suite. Each case draws its data from the rng it is given.
@@ -73,6 +96,24 @@ func fill(rng *rand.Rand, n int, d dist) []float32 {
 	}
 	return x
 }
+
+// StatsBytes views group statistics as their bytes.
+func StatsBytes(s []kernels.GroupStats) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), int(unsafe.Sizeof(s[0]))*len(s))
+}
+
+// F32Bytes views float32 values as their (little-endian) bytes.
+func F32Bytes(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // poison fills b with a pattern no kernel writes by accident.
 func poison(b []byte) {
@@ -134,7 +175,7 @@ func int4Cases() []ParityCase {
 				}
 				cs = append(cs, ParityCase{
 					Name: fmt.Sprintf("int4/%s/g%d/%dx%d/%s", m.name, sh.group, sh.rows, sh.cols, d),
-					Run: func(b *Backend, rng *rand.Rand) error {
+					Run: func(b Backend, rng *rand.Rand) error {
 						p, err := kernels.NewInt4Params(sh.group, m.search, m.signed)
 						if err != nil {
 							return err
@@ -154,12 +195,12 @@ func newInt4Out(rows, cols, g int) kernels.Int4Out {
 	o := kernels.Int4Out{Packed: make([]byte, n/2), Scales: make([]byte, 2*(n/g)), Stats: make([]kernels.GroupStats, n/g)}
 	poison(o.Packed)
 	poison(o.Scales)
-	poison(statsBytes(o.Stats))
+	poison(StatsBytes(o.Stats))
 	return o
 }
 
 // int4Parity quantizes x on both backends and compares every output byte.
-func int4Parity(b *Backend, x []float32, rows, cols int, p *kernels.Int4Params) error {
+func int4Parity(b Backend, x []float32, rows, cols int, p *kernels.Int4Params) error {
 	want, got := newInt4Out(rows, cols, p.GroupSize), newInt4Out(rows, cols, p.GroupSize)
 	ew := kernels.CPU{}.QuantizeInt4(want, x, rows, cols, p)
 	eg := b.QuantizeInt4(got, x, rows, cols, p)
@@ -172,11 +213,11 @@ func int4Parity(b *Backend, x []float32, rows, cols int, p *kernels.Int4Params) 
 	if err := diffBytes("scales", want.Scales, got.Scales); err != nil {
 		return err
 	}
-	return diffBytes("group stats", statsBytes(want.Stats), statsBytes(got.Stats))
+	return diffBytes("group stats", StatsBytes(want.Stats), StatsBytes(got.Stats))
 }
 
 // int4NonFinite puts NaN or ±Inf in a few random groups: both must name the same element.
-func int4NonFinite(b *Backend, rng *rand.Rand) error {
+func int4NonFinite(b Backend, rng *rand.Rand) error {
 	bads := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	for _, g := range []int{32, 64, 128} {
 		rows, cols := 4500, 1024 // two chunks: the report must come from the first bad one
@@ -197,7 +238,7 @@ func int4NonFinite(b *Backend, rng *rand.Rand) error {
 }
 
 // int4BadShape checks that wrong lengths give ErrShape, not a launch.
-func int4BadShape(b *Backend, _ *rand.Rand) error {
+func int4BadShape(b Backend, _ *rand.Rand) error {
 	p, err := kernels.NewInt4Params(32, kernels.SearchRTN, false)
 	if err != nil {
 		return err
@@ -210,3 +251,9 @@ func int4BadShape(b *Backend, _ *rand.Rand) error {
 	}
 	return sameErr(kernels.CPU{}.QuantizeInt4(o, make([]float32, 128), 2, 64, &p), eg)
 }
+
+// Normal returns n weights drawn from N(0, 0.02²), the bulk of a real checkpoint.
+func Normal(rng *rand.Rand, n int) []float32 { return fill(rng, n, distNormal) }
+
+// NewInt4Out returns poisoned INT4 outputs for a rows×cols slab in groups of g.
+func NewInt4Out(rows, cols, g int) kernels.Int4Out { return newInt4Out(rows, cols, g) }

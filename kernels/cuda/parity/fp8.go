@@ -1,6 +1,6 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-package cuda
+package parity
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ func fp8Cases() []ParityCase {
 			}
 			cs = append(cs, ParityCase{
 				Name: fmt.Sprintf("fp8/%dx%d/%s", sh[0], sh[1], d),
-				Run: func(b *Backend, rng *rand.Rand) error {
+				Run: func(b Backend, rng *rand.Rand) error {
 					return fp8Parity(b, fill(rng, sh[0]*sh[1], d), sh[0], sh[1])
 				},
 			})
@@ -34,13 +34,13 @@ func fp8Cases() []ParityCase {
 
 func fp8Out(rows, cols int) ([]byte, []float32) {
 	codes := make([]byte, rows*cols)
-	sc := make([]float32, ceilDiv(rows, fp8B)*ceilDiv(cols, fp8B))
+	sc := make([]float32, ceilDiv(rows, kernels.FP8Block)*ceilDiv(cols, kernels.FP8Block))
 	poison(codes)
-	poison(f32Bytes(sc))
+	poison(F32Bytes(sc))
 	return codes, sc
 }
 
-func fp8Parity(b *Backend, x []float32, rows, cols int) error {
+func fp8Parity(b Backend, x []float32, rows, cols int) error {
 	wc, ws := fp8Out(rows, cols)
 	gc, gs := fp8Out(rows, cols)
 	ew := kernels.CPU{}.QuantizeFP8Block(wc, ws, x, rows, cols)
@@ -51,18 +51,18 @@ func fp8Parity(b *Backend, x []float32, rows, cols int) error {
 	if err := diffBytes("fp8 codes", wc, gc); err != nil {
 		return err
 	}
-	return diffBytes("fp8 scales", f32Bytes(ws), f32Bytes(gs))
+	return diffBytes("fp8 scales", F32Bytes(ws), F32Bytes(gs))
 }
 
 // fp8Edges puts in each 128×128 block one kind of edge: an all-zero block, a block whose
 // absmax is subnormal (scale 0 → 1), values at rounding midpoints of e4m3, and the largest
 // float32 values.
-func fp8Edges(b *Backend, rng *rand.Rand) error {
+func fp8Edges(b Backend, rng *rand.Rand) error {
 	rows, cols := 256, 640
 	x := fill(rng, rows*cols, distNormal)
 	set := func(bi, bj int, f func(r, c int) float32) {
-		for r := bi * fp8B; r < min(rows, (bi+1)*fp8B); r++ {
-			for c := bj * fp8B; c < min(cols, (bj+1)*fp8B); c++ {
+		for r := bi * kernels.FP8Block; r < min(rows, (bi+1)*kernels.FP8Block); r++ {
+			for c := bj * kernels.FP8Block; c < min(cols, (bj+1)*kernels.FP8Block); c++ {
 				x[r*cols+c] = f(r, c)
 			}
 		}
@@ -73,7 +73,7 @@ func fp8Edges(b *Backend, rng *rand.Rand) error {
 		// Midpoints between neighbouring e4m3 values once divided by the scale (absmax 448 → 1).
 		k := rng.IntN(0x7e)
 		lo, hi := safetensors.F8E4M3ToFloat32(uint8(k)), safetensors.F8E4M3ToFloat32(uint8(k+1))
-		if r == 0 && c == 2*fp8B {
+		if r == 0 && c == 2*kernels.FP8Block {
 			return 448
 		}
 		return (lo + hi) / 2
@@ -83,7 +83,7 @@ func fp8Edges(b *Backend, rng *rand.Rand) error {
 	return fp8Parity(b, x, rows, cols)
 }
 
-func fp8NonFinite(b *Backend, rng *rand.Rand) error {
+func fp8NonFinite(b Backend, rng *rand.Rand) error {
 	bads := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	for range 4 {
 		rows, cols := 2560, 2048 // two chunks

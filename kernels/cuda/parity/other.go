@@ -1,6 +1,6 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-package cuda
+package parity
 
 import (
 	"fmt"
@@ -15,8 +15,8 @@ import (
 func otherCases() []ParityCase {
 	cs := []ParityCase{
 		{Name: "dequant-int4", Run: dequantInt4Parity},
-		{Name: "decode/bf16", Run: func(b *Backend, rng *rand.Rand) error { return decodeParity(b, rng, safetensors.BF16) }},
-		{Name: "decode/f16", Run: func(b *Backend, rng *rand.Rand) error { return decodeParity(b, rng, safetensors.F16) }},
+		{Name: "decode/bf16", Run: func(b Backend, rng *rand.Rand) error { return decodeParity(b, rng, safetensors.BF16) }},
+		{Name: "decode/f16", Run: func(b Backend, rng *rand.Rand) error { return decodeParity(b, rng, safetensors.F16) }},
 		{Name: "error-sums", Run: errSumsParity},
 		{Name: "concurrent-int4", Run: concurrentParity},
 	}
@@ -26,7 +26,7 @@ func otherCases() []ParityCase {
 	} {
 		cs = append(cs, ParityCase{
 			Name: fmt.Sprintf("dequant-fp8/%dx%d/%dx%d", sh[0], sh[1], sh[2], sh[3]),
-			Run: func(b *Backend, rng *rand.Rand) error {
+			Run: func(b Backend, rng *rand.Rand) error {
 				return dequantFP8Parity(b, rng, sh[0], sh[1], sh[2], sh[3])
 			},
 		})
@@ -36,7 +36,7 @@ func otherCases() []ParityCase {
 
 func poisonF32(n int) []float32 {
 	f := make([]float32, n)
-	poison(f32Bytes(f))
+	poison(F32Bytes(f))
 	return f
 }
 
@@ -56,7 +56,7 @@ func randScales(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
-func dequantInt4Parity(b *Backend, rng *rand.Rand) error {
+func dequantInt4Parity(b Backend, rng *rand.Rand) error {
 	for _, sh := range [][3]int{{1, 8, 8}, {13, 256, 32}, {7, 1024, 64}, {5, 768, 128}, {4, 7168, 7168}, {4500, 1024, 32}} {
 		rows, cols, g := sh[0], sh[1], sh[2]
 		n := rows * cols
@@ -69,14 +69,14 @@ func dequantInt4Parity(b *Backend, rng *rand.Rand) error {
 		if err := sameErr(kernels.CPU{}.DequantizeInt4(want, packed, scales, rows, cols, g), b.DequantizeInt4(got, packed, scales, rows, cols, g)); err != nil {
 			return err
 		}
-		if err := diffBytes(fmt.Sprintf("int4 %dx%d g%d values", rows, cols, g), f32Bytes(want), f32Bytes(got)); err != nil {
+		if err := diffBytes(fmt.Sprintf("int4 %dx%d g%d values", rows, cols, g), F32Bytes(want), F32Bytes(got)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func dequantFP8Parity(b *Backend, rng *rand.Rand, rows, cols, bh, bw int) error {
+func dequantFP8Parity(b Backend, rng *rand.Rand, rows, cols, bh, bw int) error {
 	n := rows * cols
 	codes := make([]byte, n)
 	for i := range codes {
@@ -87,10 +87,10 @@ func dequantFP8Parity(b *Backend, rng *rand.Rand, rows, cols, bh, bw int) error 
 	if err := sameErr(kernels.CPU{}.DequantizeFP8Block(want, codes, scale, rows, cols, bh, bw), b.DequantizeFP8Block(got, codes, scale, rows, cols, bh, bw)); err != nil {
 		return err
 	}
-	return diffBytes("fp8 values", f32Bytes(want), f32Bytes(got))
+	return diffBytes("fp8 values", F32Bytes(want), F32Bytes(got))
 }
 
-func decodeParity(b *Backend, rng *rand.Rand, dt safetensors.DType) error {
+func decodeParity(b Backend, rng *rand.Rand, dt safetensors.DType) error {
 	n := 5<<20 + 3 // two chunks and a ragged end
 	src := make([]byte, 2*n)
 	for i := range src {
@@ -103,12 +103,12 @@ func decodeParity(b *Backend, rng *rand.Rand, dt safetensors.DType) error {
 	if err := sameErr(safetensors.DecodeFloat32(want, src, dt), b.DecodeDense(got, src, dt)); err != nil {
 		return err
 	}
-	return diffBytes(string(dt)+" values", f32Bytes(want), f32Bytes(got))
+	return diffBytes(string(dt)+" values", F32Bytes(want), F32Bytes(got))
 }
 
 // errSumsParity: ErrorSums is the CPU's; ErrorSumsChunked stays within its bound with the
 // same maximum and index.
-func errSumsParity(b *Backend, rng *rand.Rand) error {
+func errSumsParity(b Backend, rng *rand.Rand) error {
 	for _, n := range []int{0, 1, 255, 257, 5<<20 + 11} {
 		ref := fill(rng, n, distHeavy)
 		got := make([]float32, n)
@@ -153,12 +153,12 @@ func errSumsParity(b *Backend, rng *rand.Rand) error {
 }
 
 // concurrentParity runs QuantizeInt4 from more goroutines than the backend has slots.
-func concurrentParity(b *Backend, rng *rand.Rand) error {
+func concurrentParity(b Backend, rng *rand.Rand) error {
 	p, err := kernels.NewInt4Params(32, kernels.SearchMSE, false)
 	if err != nil {
 		return err
 	}
-	const workers = 3 * Slots
+	const workers = 12
 	xs := make([][]float32, workers)
 	for i := range xs {
 		xs[i] = fill(rng, 64*2048, dist(i%int(distCount)))
