@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"pdq/calib"
 )
@@ -123,4 +124,53 @@ func gptqWorkBytes(m *Module) int64 {
 	}
 	k := int64(m.Cols)
 	return 5*8*k*k + 4*k*k
+}
+
+// factorCache shares GPTQ factors between the modules of one statistics entry.
+type factorCache struct {
+	mu   sync.Mutex
+	uses map[*calib.Entry]int
+	m    map[*calib.Entry]*cachedFactor
+}
+
+type cachedFactor struct {
+	once sync.Once
+	f    *calib.Factor
+	err  error
+}
+
+// plan counts a module that will run GPTQ on its entry.
+func (c *factorCache) plan(m *Module) {
+	if m.Calib == nil || m.Calib.Method != CalibGPTQ {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.uses == nil {
+		c.uses, c.m = map[*calib.Entry]int{}, map[*calib.Entry]*cachedFactor{}
+	}
+	c.uses[m.Calib.Entry]++
+}
+
+// get returns the entry's factor, computing it with mk on first use.
+func (c *factorCache) get(e *calib.Entry, mk func() (*calib.Factor, error)) (*calib.Factor, error) {
+	c.mu.Lock()
+	cf := c.m[e]
+	if cf == nil {
+		cf = &cachedFactor{}
+		c.m[e] = cf
+	}
+	c.mu.Unlock()
+	cf.once.Do(func() { cf.f, cf.err = mk() })
+	return cf.f, cf.err
+}
+
+// done records that one module finished with the entry; the last one drops the factor.
+func (c *factorCache) done(e *calib.Entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.uses[e]--; c.uses[e] <= 0 {
+		delete(c.m, e)
+		delete(c.uses, e)
+	}
 }

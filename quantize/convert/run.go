@@ -59,6 +59,7 @@ type runner struct {
 	done            atomic.Int64
 	total           int64
 	budget          *budget
+	factors         factorCache // GPTQ factors shared by modules reading the same input
 }
 
 // Run executes plan p into dir (dir/prefill, dir/decode, dir/report.json) and returns the report.
@@ -220,6 +221,7 @@ func (r *runner) convert(ctx context.Context) error {
 		r.results[mi] = make([]slabResult, n)
 		r.left[mi].Store(int32(n))
 		r.total += m.SourceBytes()
+		r.factors.plan(m)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

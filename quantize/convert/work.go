@@ -297,6 +297,7 @@ func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, r
 	res.method = mc.Method
 	if mc.Method == CalibGPTQ {
 		f, err := wk.factor(st, mc.Entry)
+		defer wk.r.factors.done(mc.Entry)
 		if err == nil {
 			q, err := calib.QuantizeGPTQ(ctx, vals, rows, m.Cols, opt, d, f)
 			if err == nil && f.Tries > 1 {
@@ -313,14 +314,18 @@ func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, r
 	return q, d, err
 }
 
-// factor reads a module's Hessian and prepares GPTQ. A bad Hessian (calib.ErrFormat) is an
-// error of the run; ErrIllConditioned and ErrNoSignal lead to the weighted fallback.
+// factor returns the GPTQ factor of a module's statistics entry, computed once for all the
+// modules sharing the entry (gate and up of one expert) and dropped after the last of them. A
+// bad Hessian (calib.ErrFormat) is an error of the run; ErrIllConditioned and ErrNoSignal lead
+// to the weighted fallback.
 func (wk *worker) factor(st *calib.Stats, e *calib.Entry) (*calib.Factor, error) {
-	h, err := st.Hessian(e)
-	if err != nil {
-		return nil, err
-	}
-	return calib.Factorize(h, e.K, wk.r.plan.Options.gptqOptions())
+	return wk.r.factors.get(e, func() (*calib.Factor, error) {
+		h, err := st.Hessian(e)
+		if err != nil {
+			return nil, err
+		}
+		return calib.Factorize(h, e.K, wk.r.plan.Options.gptqOptions())
+	})
 }
 
 // writeScaleRows copies the slab's rows of an FP8 scale tensor to output tensor name.

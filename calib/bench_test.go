@@ -1,0 +1,89 @@
+package calib_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"pdq/calib"
+	"pdq/quantize"
+)
+
+// lowRankHessian returns a K×K symmetric positive definite matrix D^½(I/2 + F·Fᵀ/r)D^½ with
+// log-normal D (σ_ln = 1) and r = 16 random factors: the structure of a real input Hessian at a
+// cost of O(K²·r) to build.
+func lowRankHessian(rng *rand.Rand, k int) []float64 {
+	const r = 16
+	d := make([]float64, k)
+	f := make([]float64, k*r)
+	for i := range d {
+		d[i] = math.Exp(rng.NormFloat64() / 2)
+	}
+	for i := range f {
+		f[i] = rng.NormFloat64()
+	}
+	h := make([]float64, k*k)
+	for i := range k {
+		for j := i; j < k; j++ {
+			var s float64
+			for l := range r {
+				s += f[i*r+l] * f[j*r+l]
+			}
+			s /= r
+			if i == j {
+				s += 0.5
+			}
+			v := d[i] * d[j] * s
+			h[i*k+j], h[j*k+i] = v, v
+		}
+	}
+	return h
+}
+
+// BenchmarkGPTQExpert: one GLM-5 expert projection (gate/up 2048×6144, down 6144×2048), group 32:
+// the Cholesky factorization of the Hessian, the weighted scale search and GPTQ. Run on one
+// core with -cpu 1 -benchtime 1x.
+func BenchmarkGPTQExpert(b *testing.B) {
+	for _, sh := range []struct{ rows, cols int }{{2048, 6144}, {6144, 2048}} {
+		b.Run(fmt.Sprintf("%dx%d", sh.rows, sh.cols), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			h := lowRankHessian(rng, sh.cols)
+			d := make([]float32, sh.cols)
+			for j := range d {
+				d[j] = float32(h[j*sh.cols+j])
+			}
+			w := gaussF16(rng, sh.rows*sh.cols, 0.02)
+			opt := quantize.Int4Options{GroupSize: 32, Workers: 1}
+			b.SetBytes(int64(4 * len(w)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				f, err := calib.Factorize(h, sh.cols, calib.GPTQOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := calib.QuantizeGPTQ(context.Background(), w, sh.rows, sh.cols, opt, d, f); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/weight")
+		})
+	}
+}
+
+// BenchmarkFactorize: the factorization alone for K = 6144 and 2048.
+func BenchmarkFactorize(b *testing.B) {
+	for _, k := range []int{2048, 6144} {
+		b.Run(fmt.Sprint(k), func(b *testing.B) {
+			h := lowRankHessian(rand.New(rand.NewPCG(1, 2)), k)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := calib.Factorize(h, k, calib.GPTQOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
