@@ -46,13 +46,19 @@ func (o GPTQOptions) withDefaults() GPTQOptions {
 	return o
 }
 
-// Factor is what GPTQ needs of a module's Hessian: the processing order and the upper Cholesky
-// factor of the inverse of the dampened, permuted Hessian. Modules reading the same input (gate
-// and up of one expert) can share one Factor.
+// Factor is what GPTQ needs of a module's Hessian: the processing order and the unit upper
+// triangular N of the decomposition PᵀHP + λI = N·S²·Nᵀ (S diagonal). Modules reading the same
+// input (gate and up of one expert) can share one Factor.
+//
+// GPTQ's update (quantize column i, spread its error over the later columns through the
+// Cholesky factor U of the inverse Hessian, UᵀU = H⁻¹) is, in exact arithmetic, the same as
+// w'_k = w_k + Σ_{i<k} (w_i − q_i·s_i)·N_ik with the errors of the original weights (the LDL form
+// of GPTQ): N = (D⁻¹U)⁻¹ for D = diag(U). N comes from one Cholesky factorization of the
+// reversed matrix, with no inverse to compute, which halves the cost of the factorization.
 type Factor struct {
 	K    int
 	Perm []int     // Perm[i] is the column processed i-th
-	U    []float64 // K×K, row-major, upper triangular: UᵀU = (PᵀHP + λI)⁻¹
+	N    []float64 // K×K, row-major, unit upper triangular, in processing order
 	Damp float64   // the dampening finally used, as a fraction of the mean diagonal
 	// Tries is the number of factorizations attempted (1 when the first succeeded).
 	Tries int
@@ -83,9 +89,8 @@ func Factorize(h []float64, k int, o GPTQOptions) (*Factor, error) {
 	if o.ActOrder {
 		sort.SliceStable(perm, func(a, b int) bool { return h[perm[a]*k+perm[a]] > h[perm[b]*k+perm[b]] })
 	}
-	// Cholesky of the reversed permuted matrix: R·PᵀHP·R = L·Lᵀ gives (PᵀHP)⁻¹ = UᵀU with
-	// U = R·L⁻¹·R upper triangular (R reverses the order), one factorization and one
-	// triangular inverse.
+	// Cholesky of the reversed permuted matrix: R·PᵀHP·R = L·Lᵀ gives PᵀHP = T·Tᵀ with
+	// T = R·L·R upper triangular (R reverses the order); N = T·diag(T)⁻¹.
 	rev := make([]float64, k*k)
 	damp := o.Damp
 	f := &Factor{K: k, Perm: perm, block: o.BlockSize}
@@ -99,9 +104,9 @@ func Factorize(h []float64, k int, o GPTQOptions) (*Factor, error) {
 			}
 			rev[i*k+i] += lambda
 		}
-		u, ok := upperInverseFactor(rev, k)
+		n, ok := unitUpperFactor(rev, k)
 		if ok {
-			f.U, f.Damp = u, damp
+			f.N, f.Damp = n, damp
 			return f, nil
 		}
 		damp *= 10
@@ -109,39 +114,36 @@ func Factorize(h []float64, k int, o GPTQOptions) (*Factor, error) {
 	return nil, fmt.Errorf("calib: GPTQ: dampening up to %g of the mean diagonal: %w", damp/10, ErrIllConditioned)
 }
 
-// upperInverseFactor factorizes the reversed matrix a and returns U in processing order, or
-// false when a is not numerically positive definite.
-func upperInverseFactor(a []float64, k int) ([]float64, bool) {
+// unitUpperFactor factorizes the reversed matrix a and returns N in processing order, or false
+// when a is not numerically positive definite.
+func unitUpperFactor(a []float64, k int) ([]float64, bool) {
 	var ch mat.Cholesky
 	if !ch.Factorize(mat.NewSymDense(k, a)) {
 		return nil, false
 	}
-	var l, li mat.TriDense
+	var l mat.TriDense
 	ch.LTo(&l)
-	if err := li.InverseTri(&l); err != nil {
-		var c mat.Condition
-		if !errors.As(err, &c) {
-			return nil, false
-		}
-		if math.IsInf(float64(c), 0) || float64(c) > 1e14 {
+	raw := l.RawTriangular()
+	lt := func(i, j int) float64 { return raw.Data[(k-1-i)*raw.Stride+(k-1-j)] } // T[i][j], j >= i
+	diag := make([]float64, k)
+	for j := range k {
+		diag[j] = lt(j, j)
+		if !(diag[j] > 0) || math.IsInf(diag[j], 0) {
 			return nil, false
 		}
 	}
-	raw := li.RawTriangular()
-	u := make([]float64, k*k)
+	n := make([]float64, k*k)
 	for i := range k {
-		for j := i; j < k; j++ {
-			v := raw.Data[(k-1-i)*raw.Stride+(k-1-j)]
+		n[i*k+i] = 1
+		for j := i + 1; j < k; j++ {
+			v := lt(i, j) / diag[j]
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return nil, false
 			}
-			u[i*k+j] = v
-		}
-		if !(u[i*k+i] > 0) {
-			return nil, false
+			n[i*k+j] = v
 		}
 	}
-	return u, true
+	return n, true
 }
 
 // gptqRows is the number of rows updated together (bounds the float64 working copy).
@@ -149,8 +151,9 @@ const gptqRows = 256
 
 // Quantize runs GPTQ on w (rows×K, row-major) with fixed group scales (rows × K/g values, the
 // BF16 scales already chosen), writing the levels to packed (rows·K/2 bytes, the pack-quantized
-// nibble layout). Levels are rne(clamp(w'/s, -8, 7)) of the error-compensated weights w'; a
-// group with scale 0 gets level 0. It returns the number of elements whose nearest level lay
+// nibble layout). Columns are processed in f.Perm order in blocks of 128: level
+// q_k = rne(clamp(w'_k/s, -8, 7)) of the compensated weight w'_k = w_k + Σ_{i<k}(w_i − q_i·s_i)·N_ik
+// (float64); a group with scale 0 gets level 0. It returns the number of elements whose nearest level lay
 // outside [-8, 7]. Rows are independent: any range of rows gives the corresponding rows of the
 // whole, and the result does not depend on GOMAXPROCS.
 func (f *Factor) Quantize(ctx context.Context, packed []byte, w []float32, rows int, scales []float32, g int) (int64, error) {
@@ -177,9 +180,10 @@ func (f *Factor) Quantize(ctx context.Context, packed []byte, w []float32, rows 
 	return clipped, nil
 }
 
-// chunk runs GPTQ on n rows; lv receives the levels in the original column order.
+// chunk runs GPTQ on n rows; lv receives the levels in the original column order. wk holds the
+// compensated weights w' in processing order, ek the errors w − q·s of the current block.
 func (f *Factor) chunk(wk, ek []float64, lv []int8, w []float32, n int, scales []float32, g, bs int) int64 {
-	k, perm, u := f.K, f.Perm, f.U
+	k, perm, nn := f.K, f.Perm, f.N
 	ng := k / g
 	for r := range n {
 		for i, c := range perm {
@@ -195,32 +199,31 @@ func (f *Factor) chunk(wk, ek []float64, lv []int8, w []float32, n int, scales [
 			for i := b0; i < b1; i++ {
 				c := perm[i]
 				s := float64(scales[r*ng+c/g])
-				x := row[i]
 				var q float64
 				if s != 0 {
-					v := x / s
+					v := row[i] / s
 					if v >= 7.5 || v < -8.5 {
 						clipped++
 					}
 					q = math.RoundToEven(min(max(v, -8), 7))
 				}
 				lv[r*k+c] = int8(q)
-				e := (x - q*s) / u[i*k+i]
+				e := float64(w[r*k+c]) - q*s
 				ek[r*nb+(i-b0)] = e
 				if e == 0 {
 					continue
 				}
-				ui := u[i*k : (i+1)*k]
+				ni := nn[i*k : (i+1)*k]
 				for j := i + 1; j < b1; j++ {
-					row[j] -= e * ui[j]
+					row[j] += e * ni[j]
 				}
 			}
 		}
 		if b1 < k {
 			a := blas64.General{Rows: n, Cols: nb, Stride: nb, Data: ek[:n*nb]}
-			b := blas64.General{Rows: nb, Cols: k - b1, Stride: k, Data: u[b0*k+b1:]}
+			b := blas64.General{Rows: nb, Cols: k - b1, Stride: k, Data: nn[b0*k+b1:]}
 			c := blas64.General{Rows: n, Cols: k - b1, Stride: k, Data: wk[b1:]}
-			blas64.Gemm(blas.NoTrans, blas.NoTrans, -1, a, b, 1, c)
+			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, a, b, 1, c)
 		}
 	}
 	return clipped
