@@ -17,7 +17,7 @@ CUDA_STUBS   := $(CUDA_CACHE)/usr/lib/x86_64-linux-gnu/stubs
 CUDA_HEADER  := $(CUDA_INC)/cuda.h
 NONFREE_LIST := /etc/apt/sources.list.d/nonfree.sources
 CUDA_ENV     := CGO_ENABLED=1 CGO_CFLAGS="-I$(CUDA_INC)" CGO_LDFLAGS="-L$(CUDA_STUBS)"
-CUDA_PKGS    := ./kernels/cuda ./cmd/gpucheck ./cmd/pdq
+CUDA_PKGS    := ./kernels/cuda/... ./cmd/gpucheck ./cmd/pdq
 NVCC         ?= nvcc
 NVCC_FLAGS   := -ptx -arch=compute_90 -fmad=false -O3 -std=c++14
 
@@ -25,8 +25,8 @@ NVCC_FLAGS   := -ptx -arch=compute_90 -fmad=false -O3 -std=c++14
 
 ## build-cuda: pdq with the CUDA backend (bin/pdq-cuda) and the GPU check program (bin/gpucheck)
 build-cuda: $(CUDA_HEADER)
-	$(CUDA_ENV) $(GO) build -tags cuda -trimpath -o $(BIN)/pdq-cuda ./cmd/pdq
-	$(CUDA_ENV) $(GO) build -tags cuda -trimpath -o $(BIN)/gpucheck ./cmd/gpucheck
+	$(CUDA_ENV) $(GO) build -tags cuda -trimpath -ldflags="-s -w" -o $(BIN)/pdq-cuda ./cmd/pdq
+	$(CUDA_ENV) $(GO) build -tags cuda -trimpath -ldflags="-s -w" -o $(BIN)/gpucheck ./cmd/gpucheck
 
 ## vet-cuda: go vet of the cuda-tagged packages (and gofmt of their files)
 vet-cuda: $(CUDA_HEADER)
@@ -36,7 +36,7 @@ vet-cuda: $(CUDA_HEADER)
 
 ## test-cuda-bin: compile the CUDA parity tests into bin/cuda.test (run it on a GPU machine)
 test-cuda-bin: $(CUDA_HEADER)
-	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(BIN)/cuda.test ./kernels/cuda
+	$(CUDA_ENV) $(GO) test -c -tags cuda -ldflags="-s -w" -o $(BIN)/cuda.test ./kernels/cuda
 
 cuda-headers: $(CUDA_HEADER)
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# GPU check of the CUDA backend, on a machine with an NVIDIA GPU and its driver but no Go: runs
+# the prebuilt binaries of `make build-cuda test-cuda-bin` (bin/pdq-cuda, bin/gpucheck,
+# bin/cuda.test), from the repository root or a copy of it. About 3-4 minutes on one H200.
+#
+#   scripts/gpu-check.sh [SIZE]     SIZE of the generated checkpoint, default 4GiB
+#
+# 1. the parity tests (bin/cuda.test): CUDA backend against the CPU on fresh random data;
+# 2. bin/gpucheck: the parity suite again with its own seed, the device copy bandwidth, and
+#    every kernel's throughput on device-resident data (CUDA events, median of 21 runs);
+# 3. a whole `pdq convert` of a generated BF16 checkpoint with --device cuda and --device cpu,
+#    timed, and the two outputs compared byte for byte (report.json aside: it names the device).
+# It stops at the first failure. WORK (default /tmp/pdq-gpu-check) holds the checkpoints.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZE=${1:-4GiB}
+WORK=${WORK:-/tmp/pdq-gpu-check}
+
+for b in bin/pdq-cuda bin/gpucheck bin/cuda.test; do
+	[ -x "$b" ] || { echo "gpu-check: $b missing: build it with 'make build-cuda test-cuda-bin'" >&2; exit 2; }
+done
+# The driver library may sit outside the loader's path (containers mount it there).
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && [ -e /usr/local/nvidia/lib64/libcuda.so.1 ]; then
+	export LD_LIBRARY_PATH=/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+echo "cores: $(nproc)"
+
+secs() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(secs)" 'BEGIN { printf "%.1f", b - a }'; }
+
+echo "== 1. parity tests"
+t=$(secs)
+bin/cuda.test -test.run '^TestParity$' -test.count=1
+echo "parity tests: $(elapsed "$t") s"
+
+echo "== 2. gpucheck"
+bin/gpucheck -bench-gib 4 -runs 21
+
+echo "== 3. conversion of a generated ${SIZE} checkpoint"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+t=$(secs)
+bin/pdq-cuda testdata gen --out "$WORK/src" --style deepseek --size "$SIZE" >/dev/null
+echo "generated $(du -sh "$WORK/src" | cut -f1) in $(elapsed "$t") s"
+cat "$WORK"/src/*.safetensors >/dev/null # both runs start from the page cache
+for dev in cuda cpu; do
+	t=$(secs)
+	bin/pdq-cuda convert "$WORK/src" --out "$WORK/out-$dev" --device "$dev" --quiet
+	echo "convert --device $dev: $(elapsed "$t") s"
+done
+t=$(secs)
+cat "$WORK"/src/*.safetensors >/dev/null
+echo "reading the source from the page cache: $(elapsed "$t") s"
+if diff -r -x report.json "$WORK/out-cuda" "$WORK/out-cpu" >/dev/null; then
+	echo "outputs: byte-identical"
+else
+	echo "outputs: DIFFER" >&2
+	diff -rq -x report.json "$WORK/out-cuda" "$WORK/out-cpu" >&2 || true
+	exit 1
+fi
+rm -rf "$WORK"
+echo "gpu-check: all passed"
