@@ -56,7 +56,7 @@ func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Opti
 	}
 	stats := make([]kernels.GroupStats, rows*ng)
 	be := opt.backend()
-	err = forChunks(ctx, rows, chunkElems/cols, opt.Workers, func(r0, r1 int) error {
+	err = forChunks(ctx, rows, slabStep(be, chunkElems/cols, rows), opt.Workers, func(r0, r1 int) error {
 		out := kernels.Int4Out{
 			Packed: res.Packed[r0*cols/2 : r1*cols/2],
 			Scales: res.Scales[2*r0*ng : 2*r1*ng],

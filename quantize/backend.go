@@ -1,0 +1,92 @@
+package quantize
+
+import (
+	"context"
+
+	"pdq/kernels"
+)
+
+// Backend-aware variants of the quantize entry points that run on kernels.CPU. Their results
+// are those of the CPU functions for every backend (the Backend contract: identical bytes).
+
+// slabStep returns the rows per backend call: CPU calls take chunks of about chunkElems
+// elements spread over the workers; any other backend (a GPU) gets the whole slab in one call,
+// as it splits and pipelines the work itself and small calls would only add latency.
+func slabStep(be kernels.Backend, cpuStep, rows int) int {
+	if _, cpu := be.(kernels.CPU); cpu || be == nil {
+		return cpuStep
+	}
+	return max(rows, 1)
+}
+
+// FP8Options configures QuantizeFP8BlockOpt.
+type FP8Options struct {
+	// Workers bounds the goroutines used on the CPU; <= 0 means GOMAXPROCS.
+	Workers int
+	// Backend runs the loops; nil means kernels.CPU.
+	Backend kernels.Backend
+}
+
+func backendOr(be kernels.Backend) kernels.Backend {
+	if be == nil {
+		return kernels.CPU{}
+	}
+	return be
+}
+
+// QuantizeFP8BlockOpt is QuantizeFP8Block on opt.Backend: the same checks, the same bytes.
+func QuantizeFP8BlockOpt(ctx context.Context, w []float32, rows, cols int, opt FP8Options) (*FP8Result, error) {
+	if opt.Backend == nil {
+		return QuantizeFP8Block(ctx, w, rows, cols, opt.Workers)
+	}
+	if rows < 0 || cols < 0 || len(w) != rows*cols {
+		return nil, badShape("FP8 source has %d elements, want %d×%d", len(w), rows, cols)
+	}
+	const b = kernels.FP8Block
+	bc := (cols + b - 1) / b
+	res := &FP8Result{
+		Rows: rows, Cols: cols,
+		Data:     make([]byte, rows*cols),
+		ScaleInv: make([]float32, (rows+b-1)/b*bc),
+	}
+	if cols == 0 {
+		return res, ctx.Err()
+	}
+	be := opt.Backend
+	bands := (rows + b - 1) / b
+	step := slabStep(be, max(1, chunkElems/(b*cols)), bands)
+	err := forChunks(ctx, bands, step, opt.Workers, func(b0, b1 int) error {
+		r0, r1 := b0*b, min(rows, b1*b)
+		return kernelErr(be, be.QuantizeFP8Block(res.Data[r0*cols:r1*cols], res.ScaleInv[b0*bc:b1*bc], w[r0*cols:r1*cols], r1-r0, cols), r0, cols)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// DequantizeFP8BlockOn is DequantizeFP8Block on backend be (nil: kernels.CPU).
+func DequantizeFP8BlockOn(be kernels.Backend, dst []float32, data []byte, scaleInv []float32, rows, cols int) error {
+	if rows < 0 || cols < 0 {
+		return badShape("FP8 dequantize %d×%d", rows, cols)
+	}
+	be = backendOr(be)
+	return kernelErr(be, be.DequantizeFP8Block(dst, data, scaleInv, rows, cols, kernels.FP8Block, kernels.FP8Block), 0, max(cols, 1))
+}
+
+// DecodeFP8BlockOn is DecodeFP8Block on backend be (nil: kernels.CPU): the FP8-block source
+// decode e4m3(code)·scale with the block size inferred from the scale shape.
+func DecodeFP8BlockOn(be kernels.Backend, dst []float32, src []byte, scale []float32, scaleShape []int64, rows, cols int) error {
+	bh, bw, err := FP8BlockSize(rows, cols, scaleShape)
+	if err != nil {
+		return err
+	}
+	if int64(len(scale)) != scaleShape[0]*scaleShape[1] {
+		return badShape("FP8 block scale has %d elements, shape %v", len(scale), scaleShape)
+	}
+	if err := checkScales(scale); err != nil {
+		return err
+	}
+	be = backendOr(be)
+	return kernelErr(be, be.DequantizeFP8Block(dst, src, scale, rows, cols, bh, bw), 0, cols)
+}
