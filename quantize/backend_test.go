@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"pdq/kernels"
+	"pdq/safetensors"
 )
 
 // slabBackend is kernels.CPU behind another type, so the variants take their non-CPU path
@@ -81,6 +82,21 @@ func TestBackendVariantsMatchCPU(t *testing.T) {
 		}
 		if be.calls != 1 || !bytes.Equal(i4.Packed, g4.Packed) || !bytes.Equal(i4.Scales, g4.Scales) || i4.SumSqErr != g4.SumSqErr {
 			t.Fatalf("%dx%d: INT4 with a slab backend differs (calls %d)", rows, cols, be.calls)
+		}
+		if err := DequantizeInt4(d1, i4.Packed, i4.Scales, safetensors.BF16, rows, cols, 32); err != nil {
+			t.Fatal(err)
+		}
+		poisonF32 := func(f []float32) {
+			for i := range f {
+				f[i] = float32(math.NaN())
+			}
+		}
+		poisonF32(d2)
+		if err := DequantizeInt4On(be, d2, i4.Packed, i4.Scales, safetensors.BF16, rows, cols, 32); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(d1, d2) {
+			t.Fatalf("%dx%d: INT4 dequantize variant differs", rows, cols)
 		}
 	}
 }
