@@ -87,3 +87,30 @@ func BenchmarkFactorize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSearch: the plain and the weighted scale search on one 2048×6144 projection, group 32.
+func BenchmarkSearch(b *testing.B) {
+	rows, cols := 2048, 6144
+	rng := rand.New(rand.NewPCG(1, 2))
+	w := gaussF16(rng, rows*cols, 0.02)
+	d := logNormal(rng, cols, 1)
+	opt := quantize.Int4Options{GroupSize: 32, Workers: 1}
+	for _, weighted := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "weighted"}[weighted], func(b *testing.B) {
+			b.SetBytes(int64(4 * len(w)))
+			b.ReportAllocs()
+			for range b.N {
+				var err error
+				if weighted {
+					_, err = quantize.QuantizeInt4Weighted(context.Background(), w, rows, cols, opt, d)
+				} else {
+					_, err = quantize.QuantizeInt4(context.Background(), w, rows, cols, opt)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/weight")
+		})
+	}
+}
