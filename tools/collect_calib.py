@@ -71,7 +71,7 @@ class Collector:
     def _hook(st):
         def hook(_mod, args):
             x = args[0].detach()
-            x = x.reshape(-1, x.shape[-1])
+            x = x.reshape(-1, x.shape[-1]).to(st["sq"].device)  # device_map may place inputs elsewhere
             if x.shape[0] == 0:
                 return
             x64 = x.to(torch.float64)
