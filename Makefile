@@ -31,7 +31,7 @@ test-short:
 
 ## lint: gofmt and go vet
 lint:
-	@out=$$(gofmt -l cmd quantize safetensors calib kernels testdata publish 2>/dev/null); \
+	@out=$$(gofmt -l cmd quantize safetensors calib kernels testdata publish tools 2>/dev/null); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
