@@ -22,14 +22,12 @@ import (
 	"gorgonia.org/cu"
 
 	"pdq/kernels"
+	"pdq/kernels/cuda/host"
 	"pdq/safetensors"
 )
 
 // Slots is the number of calls a Backend runs at once, each on its own pair of streams.
 const Slots = 4
-
-// chunkBytes bounds the float32 bytes of one chunk of work (one stream's share).
-const chunkBytes = 16 << 20
 
 // ErrNoDevice reports that the driver sees no CUDA device.
 var ErrNoDevice = errors.New("cuda: no CUDA device")
@@ -42,16 +40,14 @@ type Backend struct {
 	name  string
 	sms   int
 	mod   cu.Module
-	fn    functions
+	fn    [host.NumKernels]cu.Function
 	e4m3  cu.DevicePtr // the 256 float32 values of the e4m3fn codes
 	slots chan *slot
 	all   []*slot
-}
 
-type functions struct {
-	decodeBF16, decodeF16, dequantFP8, dequantInt4 cu.Function
-	int4G32, int4G64, int4Any                      cu.Function
-	fp8Absmax, fp8Quant, errPartial                cu.Function
+	// Ops provides the kernels.Backend methods (shapes, chunks, layouts, arguments); the
+	// Backend is its Runner.
+	host.Ops
 }
 
 // slot is what one call owns: two streams and a buffer set per stream.
@@ -115,6 +111,7 @@ func New(ordinal int) (b *Backend, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	b = &Backend{slots: make(chan *slot, Slots)}
+	b.Ops = host.Ops{R: b}
 	if b.dev, err = cu.GetDevice(ordinal); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", ordinal, err)
 	}
@@ -138,18 +135,9 @@ func New(ordinal int) (b *Backend, err error) {
 	if b.mod, err = cu.LoadData(kernels.CUDAPTX); err != nil {
 		return nil, fmt.Errorf("cuda: load the PTX kernels: %w", err)
 	}
-	for _, f := range []struct {
-		dst  *cu.Function
-		name string
-	}{
-		{&b.fn.decodeBF16, "decode_bf16"}, {&b.fn.decodeF16, "decode_f16"},
-		{&b.fn.dequantFP8, "dequant_fp8"}, {&b.fn.dequantInt4, "dequant_int4"},
-		{&b.fn.int4G32, "int4_quant_g32"}, {&b.fn.int4G64, "int4_quant_g64"},
-		{&b.fn.int4Any, "int4_quant_any"}, {&b.fn.fp8Absmax, "fp8_absmax"},
-		{&b.fn.fp8Quant, "fp8_quant"}, {&b.fn.errPartial, "err_partial"},
-	} {
-		if *f.dst, err = b.mod.Function(f.name); err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+	for k, name := range host.Names {
+		if b.fn[k], err = b.mod.Function(name); err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
 		}
 	}
 	var table [256]float32
@@ -225,10 +213,29 @@ func (b *Backend) Current() error {
 	return nil
 }
 
-// grid returns the number of thread blocks of size threads for n items of work, capped at 32
+// Grid returns the number of thread blocks of size threads for n items of work, capped at 32
 // blocks per multiprocessor (the kernels loop over the rest).
-func (b *Backend) grid(n, threads int) int {
+func (b *Backend) Grid(n, threads int) int {
 	return max(1, min((n+threads-1)/threads, 32*b.sms))
+}
+
+// E4M3Table returns the device address of the e4m3fn value table.
+func (b *Backend) E4M3Table() uint64 { return uint64(b.e4m3) }
+
+// stream adapts a cu.Stream to host.Stream.
+type stream struct {
+	b *Backend
+	s cu.Stream
+}
+
+// Memset8 implements host.Stream.
+func (s stream) Memset8(dst uint64, v byte, n int) error {
+	return cu.MemsetD8Async(cu.DevicePtr(dst), v, int64(n), s.s)
+}
+
+// Launch implements host.Stream.
+func (s stream) Launch(k host.Kernel, gx, gy, threads int, args ...uint64) error {
+	return launch(s.b.fn[k], gx, gy, threads, s.s, args...)
 }
 
 // launch runs fn with 8-byte arguments on stream s.

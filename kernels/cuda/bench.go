@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/cu"
 
 	"pdq/kernels"
+	"pdq/kernels/cuda/host"
 )
 
 // Timing is the median time of one kernel over device-resident data.
@@ -152,6 +153,7 @@ func (b *Backend) TimeKernels(n int64, runs int, seed uint64) ([]Timing, error) 
 		return nil, err
 	}
 	s := b.all[0].streams[0]
+	st := stream{b, s}
 	var res []Timing
 	add := func(name string, srcBytes, moved int64, f func() error) error {
 		t, err := timer(s, 3, runs, f)
@@ -163,14 +165,14 @@ func (b *Backend) TimeKernels(n int64, runs int, seed uint64) ([]Timing, error) 
 	}
 	const threads = 256
 	if err := add("decode bf16", 2*n, 6*n, func() error {
-		return launch(b.fn.decodeBF16, b.grid(int(n), threads), 1, threads, s, uint64(out), uint64(src), uint64(n))
+		return st.Launch(host.DecodeBF16, b.Grid(int(n), threads), 1, threads, uint64(out), uint64(src), uint64(n))
 	}); err != nil {
 		return nil, err
 	}
 	// FP8 source decode: codes (the first n bytes of src) and a 128×128 block scale grid.
 	sc := (rows + 127) / 128 * (cols / 128)
 	if err := add("decode fp8 128x128", n+4*sc, 5*n, func() error {
-		return launch(b.fn.dequantFP8, int(cols/threads), int(min(rows, 65535)), threads, s,
+		return st.Launch(host.DequantFP8, int(cols/threads), int(min(rows, 65535)), threads,
 			uint64(out), uint64(src), uint64(aux), uint64(b.e4m3), uint64(rows), uint64(cols), 128, 128, 0)
 	}); err != nil {
 		return nil, err
@@ -192,47 +194,37 @@ func (b *Backend) TimeKernels(n int64, runs int, seed uint64) ([]Timing, error) 
 		if err := cu.MemcpyHtoD(cand, unsafe.Pointer(&cs[0]), int64(4*len(cs))); err != nil {
 			return nil, err
 		}
-		var mode uint64
-		if c.search == kernels.SearchMSE {
-			mode = 1 | uint64(len(p.Pos))<<32 | uint64(p.Refine)<<16
-		}
-		fn := b.fn.int4Any
-		switch c.g {
-		case 32:
-			fn = b.fn.int4G32
-		case 64:
-			fn = b.fn.int4G64
-		}
+		mode, kern := host.Int4Mode(&p), host.Int4Kernel(c.g)
 		groups := n / int64(c.g)
-		moved := 4*n + n/2 + groups*(2+int64(statsSize))
+		moved := 4*n + n/2 + groups*(2+int64(host.StatsSize))
 		if err := add(c.name, 4*n, moved, func() error {
-			return launch(fn, b.grid(int(groups), 128), 1, 128, s, uint64(out), uint64(aux),
-				uint64(aux)+uint64(2*groups), uint64(cand), uint64(src), uint64(groups)|uint64(c.g)<<40,
+			return st.Launch(kern, b.Grid(int(groups), 128), 1, 128, uint64(out), uint64(aux),
+				uint64(aux)+uint64(2*groups), uint64(cand), uint64(src), host.Int4Shape(int(groups), c.g),
 				mode, uint64(cand)+4)
 		}); err != nil {
 			return nil, err
 		}
 	}
 	if err := add("fp8 block quantize", 4*n, 9*n, func() error {
-		if err := launchAbsmax(b.fn.fp8Absmax, int(cols/128), int((rows+127)/128), s, uint64(aux), uint64(cand), uint64(src), uint64(rows), uint64(cols)); err != nil {
+		if err := st.Launch(host.FP8Absmax, int(cols/128), int((rows+127)/128), 256, uint64(aux), uint64(cand), uint64(src), uint64(rows), uint64(cols)); err != nil {
 			return err
 		}
-		return launch(b.fn.fp8Quant, int(cols/threads), int(min(rows, 65535)), threads, s,
+		return st.Launch(host.FP8Quant, int(cols/threads), int(min(rows, 65535)), threads,
 			uint64(out), uint64(aux), uint64(src), uint64(rows), uint64(cols))
 	}); err != nil {
 		return nil, err
 	}
 	if err := add("int4 dequantize g32", n/2+n/8, n/2+n/8+4*n, func() error {
-		return launch(b.fn.dequantInt4, b.grid(int(n/8), threads), 1, threads, s,
+		return st.Launch(host.DequantInt4, b.Grid(int(n/8), threads), 1, threads,
 			uint64(out), uint64(src), uint64(src)+uint64(n/2), uint64(n/8), 4)
 	}); err != nil {
 		return nil, err
 	}
 	half := n / 2 // ref and got: the two halves of src
-	k := (half + ErrChunk - 1) / ErrChunk
+	k := (half + host.ErrChunk - 1) / host.ErrChunk
 	if err := add("error partial sums", 4*n, 4*n+56*k, func() error {
-		return launch(b.fn.errPartial, b.grid(int(k), 128), 1, 128, s, uint64(aux), uint64(aux)+uint64(48*k),
-			uint64(src), uint64(src)+uint64(4*half), uint64(half), ErrChunk)
+		return st.Launch(host.ErrPartial, b.Grid(int(k), 128), 1, 128, uint64(aux), uint64(aux)+uint64(48*k),
+			uint64(src), uint64(src)+uint64(4*half), uint64(half), host.ErrChunk)
 	}); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,8 @@ func TestParity(t *testing.T) {
 		t.Fatalf("the emulated kernels were compiled from pdq.cu %s, the file is %s: run make test-cuda-emu", SourceSHA256(), sum)
 	}
 	t.Logf("seed %d (PDQ_SEED=%d repeats it)", seed, seed)
-	b := &Backend{}
+	b := New()
+	defer b.Close()
 	for i, c := range parity.ParityCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			if err := c.Run(b, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {

@@ -1,12 +1,10 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-package cuda
+package host
 
 import (
 	"encoding/binary"
 	"math"
-
-	"gorgonia.org/cu"
 
 	"pdq/kernels"
 	"pdq/kernels/cuda/parity"
@@ -15,7 +13,7 @@ import (
 // ErrorSums implements kernels.Backend. The specification is a sequential float64 sum in index
 // order, which no parallel reduction reproduces bit for bit, so this runs the CPU loop: the
 // result is identical by construction. ErrorSumsChunked is the GPU version with its bound.
-func (b *Backend) ErrorSums(ref, got []float32, base int64) kernels.ErrSums {
+func (o Ops) ErrorSums(ref, got []float32, base int64) kernels.ErrSums {
 	return kernels.CPU{}.ErrorSums(ref, got, base)
 }
 
@@ -30,33 +28,33 @@ const ErrChunk = parity.ErrChunk
 // this one within (ErrChunk + n/ErrChunk)·u·Σ|term| (u = 2^-53, first order), so the two differ
 // by at most parity.ErrSumsBound(n, Σ|term|): relative 10^-9 for a billion elements, far below any
 // digit a report prints.
-func (b *Backend) ErrorSumsChunked(ref, got []float32, base int64) (kernels.ErrSums, error) {
+func (o Ops) ErrorSumsChunked(ref, got []float32, base int64) (kernels.ErrSums, error) {
 	n := len(ref)
 	s := kernels.ErrSums{N: int64(n), MaxAbsIdx: -1}
 	got = got[:n]
 	if n == 0 {
 		return s, nil
 	}
-	const chunk = chunkBytes / 4 // elements per pipeline chunk, a multiple of ErrChunk
-	err := b.run(job{
-		chunks: ceilDiv(n, chunk),
-		sizes: func(i int) (int, int) {
+	const chunk = ChunkBytes / 4 // elements per pipeline chunk, a multiple of ErrChunk
+	err := o.R.Run(Job{
+		Chunks: ceilDiv(n, chunk),
+		Sizes: func(i int) (int, int) {
 			m := min(n, (i+1)*chunk) - i*chunk
 			return 8 * m, 56 * ceilDiv(m, ErrChunk)
 		},
-		stage: func(i int, in []byte) {
+		Stage: func(i int, in []byte) {
 			i0, i1 := i*chunk, min(n, (i+1)*chunk)
 			copy(in, f32Bytes(ref[i0:i1]))
 			copy(in[4*(i1-i0):], f32Bytes(got[i0:i1]))
 		},
-		launch: func(i int, st cu.Stream, din, dout cu.DevicePtr) error {
+		Launch: func(i int, st Stream, din, dout uint64) error {
 			m := min(n, (i+1)*chunk) - i*chunk
 			k := ceilDiv(m, ErrChunk)
 			const threads = 128
-			return launch(b.fn.errPartial, b.grid(k, threads), 1, threads, st,
-				uint64(dout), uint64(dout)+uint64(48*k), uint64(din), uint64(din)+uint64(4*m), uint64(m), ErrChunk)
+			return st.Launch(ErrPartial, o.R.Grid(k, threads), 1, threads,
+				dout, dout+uint64(48*k), din, din+uint64(4*m), uint64(m), ErrChunk)
 		},
-		finish: func(i int, o []byte) error {
+		Finish: func(i int, o []byte) error {
 			m := min(n, (i+1)*chunk) - i*chunk
 			k := ceilDiv(m, ErrChunk)
 			for c := range k {

@@ -1,11 +1,9 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-package cuda
+package host
 
 import (
 	"encoding/binary"
-
-	"gorgonia.org/cu"
 
 	"pdq/kernels"
 )
@@ -13,7 +11,7 @@ import (
 const fp8B = kernels.FP8Block
 
 // QuantizeFP8Block implements kernels.Backend. Chunks are bands of whole 128-row blocks.
-func (b *Backend) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, rows, cols int) error {
+func (o Ops) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, rows, cols int) error {
 	n := rows * cols
 	if rows < 0 || cols < 0 || len(src) != n || len(codes) != n || len(scaleInv) != ceilDiv(rows, fp8B)*ceilDiv(cols, fp8B) {
 		// The CPU reports the same shape errors before touching any element.
@@ -31,32 +29,32 @@ func (b *Backend) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float
 		return scales, bad, bad + 8
 	}
 	var bad error
-	return b.run(job{
-		chunks: ceilDiv(rows, cr),
-		sizes: func(i int) (int, int) {
+	return o.R.Run(Job{
+		Chunks: ceilDiv(rows, cr),
+		Sizes: func(i int) (int, int) {
 			h := min(rows, (i+1)*cr) - i*cr
 			_, _, t := layout(h*cols, ceilDiv(h, fp8B)*bc)
 			return 4 * h * cols, t
 		},
-		stage: func(i int, in []byte) {
+		Stage: func(i int, in []byte) {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			copy(in, f32Bytes(src[r0*cols:r1*cols]))
 		},
-		launch: func(i int, s cu.Stream, din, dout cu.DevicePtr) error {
+		Launch: func(i int, s Stream, din, dout uint64) error {
 			h := min(rows, (i+1)*cr) - i*cr
 			br := ceilDiv(h, fp8B)
 			sOff, bOff, _ := layout(h*cols, br*bc)
-			if err := cu.MemsetD8Async(dout+cu.DevicePtr(bOff), 0xff, 8, s); err != nil {
+			if err := s.Memset8(dout+uint64(bOff), 0xff, 8); err != nil {
 				return err
 			}
-			if err := launchAbsmax(b.fn.fp8Absmax, bc, br, s, uint64(dout)+uint64(sOff), uint64(dout)+uint64(bOff), uint64(din), uint64(h), uint64(cols)); err != nil {
+			if err := s.Launch(FP8Absmax, bc, br, 256, dout+uint64(sOff), dout+uint64(bOff), din, uint64(h), uint64(cols)); err != nil {
 				return err
 			}
 			const threads = 256
-			return launch(b.fn.fp8Quant, min(ceilDiv(cols, threads), 64), min(h, 65535), threads, s,
-				uint64(dout), uint64(dout)+uint64(sOff), uint64(din), uint64(h), uint64(cols))
+			return s.Launch(FP8Quant, min(ceilDiv(cols, threads), 64), min(h, 65535), threads,
+				dout, dout+uint64(sOff), din, uint64(h), uint64(cols))
 		},
-		finish: func(i int, o []byte) error {
+		Finish: func(i int, o []byte) error {
 			if bad != nil {
 				return bad
 			}
@@ -80,13 +78,8 @@ func (b *Backend) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float
 	})
 }
 
-// launchAbsmax runs fp8_absmax on a bc×br grid of 256-thread blocks, one per 128×128 block.
-func launchAbsmax(fn cu.Function, bc, br int, s cu.Stream, args ...uint64) error {
-	return launch(fn, bc, br, 256, s, args...)
-}
-
 // DequantizeFP8Block implements kernels.Backend.
-func (b *Backend) DequantizeFP8Block(dst []float32, codes []byte, scale []float32, rows, cols, bh, bw int) error {
+func (o Ops) DequantizeFP8Block(dst []float32, codes []byte, scale []float32, rows, cols, bh, bw int) error {
 	n := rows * cols
 	if rows < 0 || cols < 0 || bh <= 0 || bw <= 0 || len(dst) != n || len(codes) != n || len(scale) != ceilDiv(rows, bh)*ceilDiv(cols, bw) {
 		return kernels.CPU{}.DequantizeFP8Block(dst, codes, scale, rows, cols, bh, bw)
@@ -98,28 +91,28 @@ func (b *Backend) DequantizeFP8Block(dst []float32, codes []byte, scale []float3
 	cr := rowsPerChunk(rows, 4*cols, 1)
 	// The scale rows a chunk of rows [r0, r1) needs.
 	srows := func(r0, r1 int) (int, int) { return r0 / bh, (r1-1)/bh + 1 }
-	return b.run(job{
-		chunks: ceilDiv(rows, cr),
-		sizes: func(i int) (int, int) {
+	return o.R.Run(Job{
+		Chunks: ceilDiv(rows, cr),
+		Sizes: func(i int) (int, int) {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			s0, s1 := srows(r0, r1)
 			return roundUp((r1-r0)*cols, 8) + 4*(s1-s0)*sc, 4 * (r1 - r0) * cols
 		},
-		stage: func(i int, in []byte) {
+		Stage: func(i int, in []byte) {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			s0, s1 := srows(r0, r1)
 			copy(in, codes[r0*cols:r1*cols])
 			copy(in[roundUp((r1-r0)*cols, 8):], f32Bytes(scale[s0*sc:s1*sc]))
 		},
-		launch: func(i int, s cu.Stream, din, dout cu.DevicePtr) error {
+		Launch: func(i int, s Stream, din, dout uint64) error {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			h := r1 - r0
 			const threads = 256
-			return launch(b.fn.dequantFP8, min(ceilDiv(cols, threads), 64), min(h, 65535), threads, s,
-				uint64(dout), uint64(din), uint64(din)+uint64(roundUp(h*cols, 8)), uint64(b.e4m3),
+			return s.Launch(DequantFP8, min(ceilDiv(cols, threads), 64), min(h, 65535), threads,
+				dout, din, din+uint64(roundUp(h*cols, 8)), o.R.E4M3Table(),
 				uint64(h), uint64(cols), uint64(bh), uint64(bw), uint64(r0%bh))
 		},
-		finish: func(i int, o []byte) error {
+		Finish: func(i int, o []byte) error {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			copy(f32Bytes(dst[r0*cols:r1*cols]), o)
 			return nil

@@ -1,21 +1,12 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-package cuda
+package host
 
 import (
 	"encoding/binary"
-	"math"
-	"unsafe"
-
-	"gorgonia.org/cu"
 
 	"pdq/kernels"
 )
-
-const noBad = math.MaxUint64 // the kernels' "no non-finite element" marker
-
-// statsSize is the size of kernels.GroupStats, which the kernel writes as it is laid out in Go.
-const statsSize = int(unsafe.Sizeof(kernels.GroupStats{}))
 
 // int4Layout is the chunk output: packed words, BF16 scales, stats, the non-finite marker.
 type int4Layout struct{ packed, scales, stats, bad, total int }
@@ -24,13 +15,13 @@ func int4Out(n, ng int) int4Layout {
 	var l int4Layout
 	l.scales = n / 2
 	l.stats = roundUp(l.scales+2*ng, 16)
-	l.bad = l.stats + statsSize*ng
+	l.bad = l.stats + StatsSize*ng
 	l.total = l.bad + 8
 	return l
 }
 
 // QuantizeInt4 implements kernels.Backend.
-func (b *Backend) QuantizeInt4(out kernels.Int4Out, src []float32, rows, cols int, p *kernels.Int4Params) error {
+func (o Ops) QuantizeInt4(out kernels.Int4Out, src []float32, rows, cols int, p *kernels.Int4Params) error {
 	g := p.GroupSize
 	n := rows * cols
 	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 || len(src) != n || len(out.Packed) != n/2 ||
@@ -42,48 +33,36 @@ func (b *Backend) QuantizeInt4(out kernels.Int4Out, src []float32, rows, cols in
 		return nil
 	}
 	cand := append(append([]float32(nil), p.Pos...), p.Neg...)
-	var mode uint64
-	if p.Search == kernels.SearchMSE {
-		mode = 1 | uint64(len(p.Pos))<<32 | uint64(len(p.Neg))<<48 | uint64(max(p.Refine, 0))<<16
-		if p.Signed {
-			mode |= 1 << 8
-		}
-	}
-	fn := b.fn.int4Any
-	switch g {
-	case 32:
-		fn = b.fn.int4G32
-	case 64:
-		fn = b.fn.int4G64
-	}
+	mode := Int4Mode(p)
+	kern := Int4Kernel(g)
 	cr := rowsPerChunk(rows, 4*cols, 1)
 	var bad error
-	return b.run(job{
-		chunks: ceilDiv(rows, cr),
-		sizes: func(i int) (int, int) {
+	return o.R.Run(Job{
+		Chunks: ceilDiv(rows, cr),
+		Sizes: func(i int) (int, int) {
 			m := (min(rows, (i+1)*cr) - i*cr) * cols
 			return 4*m + 4*len(cand), int4Out(m, m/g).total
 		},
-		stage: func(i int, in []byte) {
+		Stage: func(i int, in []byte) {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			m := (r1 - r0) * cols
 			copy(in, f32Bytes(src[r0*cols:r1*cols]))
 			copy(in[4*m:], f32Bytes(cand))
 		},
-		launch: func(i int, s cu.Stream, din, dout cu.DevicePtr) error {
+		Launch: func(i int, s Stream, din, dout uint64) error {
 			m := (min(rows, (i+1)*cr) - i*cr) * cols
 			l := int4Out(m, m/g)
-			if err := cu.MemsetD8Async(dout+cu.DevicePtr(l.bad), 0xff, 8, s); err != nil {
+			if err := s.Memset8(dout+uint64(l.bad), 0xff, 8); err != nil {
 				return err
 			}
 			const threads = 128
 			groups := m / g
-			return launch(fn, b.grid(groups, threads), 1, threads, s,
-				uint64(dout), uint64(dout)+uint64(l.scales), uint64(dout)+uint64(l.stats),
-				uint64(dout)+uint64(l.bad), uint64(din), uint64(groups)|uint64(g)<<40, mode,
-				uint64(din)+uint64(4*m))
+			return s.Launch(kern, o.R.Grid(groups, threads), 1, threads,
+				dout, dout+uint64(l.scales), dout+uint64(l.stats),
+				dout+uint64(l.bad), din, Int4Shape(groups, g), mode,
+				din+uint64(4*m))
 		},
-		finish: func(i int, o []byte) error {
+		Finish: func(i int, o []byte) error {
 			if bad != nil {
 				return bad
 			}
@@ -105,7 +84,7 @@ func (b *Backend) QuantizeInt4(out kernels.Int4Out, src []float32, rows, cols in
 }
 
 // DequantizeInt4 implements kernels.Backend.
-func (b *Backend) DequantizeInt4(dst []float32, packed []byte, scales []float32, rows, cols, groupSize int) error {
+func (o Ops) DequantizeInt4(dst []float32, packed []byte, scales []float32, rows, cols, groupSize int) error {
 	g := groupSize
 	n := rows * cols
 	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 || len(dst) != n || len(packed) != n/2 || len(scales) != n/g {
@@ -115,44 +94,28 @@ func (b *Backend) DequantizeInt4(dst []float32, packed []byte, scales []float32,
 		return nil
 	}
 	cr := rowsPerChunk(rows, 4*cols, 1)
-	return b.run(job{
-		chunks: ceilDiv(rows, cr),
-		sizes: func(i int) (int, int) {
+	return o.R.Run(Job{
+		Chunks: ceilDiv(rows, cr),
+		Sizes: func(i int) (int, int) {
 			m := (min(rows, (i+1)*cr) - i*cr) * cols
 			return m/2 + 4*(m/g), 4 * m
 		},
-		stage: func(i int, in []byte) {
+		Stage: func(i int, in []byte) {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			m := (r1 - r0) * cols
 			copy(in, packed[r0*cols/2:r1*cols/2])
 			copy(in[m/2:], f32Bytes(scales[r0*cols/g:r1*cols/g]))
 		},
-		launch: func(i int, s cu.Stream, din, dout cu.DevicePtr) error {
+		Launch: func(i int, s Stream, din, dout uint64) error {
 			m := (min(rows, (i+1)*cr) - i*cr) * cols
 			const threads = 256
-			return launch(b.fn.dequantInt4, b.grid(m/8, threads), 1, threads, s,
-				uint64(dout), uint64(din), uint64(din)+uint64(m/2), uint64(m/8), uint64(g/8))
+			return s.Launch(DequantInt4, o.R.Grid(m/8, threads), 1, threads,
+				dout, din, din+uint64(m/2), uint64(m/8), uint64(g/8))
 		},
-		finish: func(i int, o []byte) error {
+		Finish: func(i int, o []byte) error {
 			r0, r1 := i*cr, min(rows, (i+1)*cr)
 			copy(f32Bytes(dst[r0*cols:r1*cols]), o)
 			return nil
 		},
 	})
-}
-
-// f32Bytes views a float32 slice as its little-endian bytes (the GPU and amd64/arm64 hosts are
-// little-endian).
-func f32Bytes(f []float32) []byte {
-	if len(f) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
-}
-
-func statsBytes(s []kernels.GroupStats) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), statsSize*len(s))
 }

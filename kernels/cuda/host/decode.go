@@ -1,11 +1,9 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
-package cuda
+package host
 
 import (
 	"fmt"
-
-	"gorgonia.org/cu"
 
 	"pdq/safetensors"
 )
@@ -13,13 +11,13 @@ import (
 // DecodeDense decodes little-endian BF16 or F16 elements of src into dst on the GPU, with the
 // exact results of safetensors.DecodeFloat32 (NaN payloads included). F32 is a plain copy and
 // stays on the host.
-func (b *Backend) DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
-	var fn cu.Function
+func (o Ops) DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
+	var k Kernel
 	switch dt {
 	case safetensors.BF16:
-		fn = b.fn.decodeBF16
+		k = DecodeBF16
 	case safetensors.F16:
-		fn = b.fn.decodeF16
+		k = DecodeF16
 	default:
 		return safetensors.DecodeFloat32(dst, src, dt)
 	}
@@ -30,22 +28,22 @@ func (b *Backend) DecodeDense(dst []float32, src []byte, dt safetensors.DType) e
 	if n == 0 {
 		return nil
 	}
-	const chunk = chunkBytes / 4
-	return b.run(job{
-		chunks: ceilDiv(n, chunk),
-		sizes: func(i int) (int, int) {
+	const chunk = ChunkBytes / 4
+	return o.R.Run(Job{
+		Chunks: ceilDiv(n, chunk),
+		Sizes: func(i int) (int, int) {
 			m := min(n, (i+1)*chunk) - i*chunk
 			return 2 * m, 4 * m
 		},
-		stage: func(i int, in []byte) {
+		Stage: func(i int, in []byte) {
 			copy(in, src[2*i*chunk:2*min(n, (i+1)*chunk)])
 		},
-		launch: func(i int, s cu.Stream, din, dout cu.DevicePtr) error {
+		Launch: func(i int, s Stream, din, dout uint64) error {
 			m := min(n, (i+1)*chunk) - i*chunk
 			const threads = 256
-			return launch(fn, b.grid(m, threads), 1, threads, s, uint64(dout), uint64(din), uint64(m))
+			return s.Launch(k, o.R.Grid(m, threads), 1, threads, dout, din, uint64(m))
 		},
-		finish: func(i int, o []byte) error {
+		Finish: func(i int, o []byte) error {
 			copy(f32Bytes(dst[i*chunk:min(n, (i+1)*chunk)]), o)
 			return nil
 		},
