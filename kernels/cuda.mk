@@ -54,10 +54,14 @@ $(CUDA_HEADER):
 # already installable, reusing the machine's own debian.sources entry.
 cuda-nonfree:
 	@if apt-cache policy nvidia-cuda-dev 2>/dev/null | grep -q 'Candidate: [0-9]'; then exit 0; fi; \
-	if [ ! -f $(NONFREE_LIST) ]; then \
+	if [ -f /etc/apt/sources.list.d/debian.sources ] && [ ! -f $(NONFREE_LIST) ]; then \
 		sed 's/^Components: main$$/Components: contrib non-free non-free-firmware/' \
 			/etc/apt/sources.list.d/debian.sources > $(NONFREE_LIST).tmp && \
 		mv $(NONFREE_LIST).tmp $(NONFREE_LIST); \
+	elif [ -f /etc/apt/sources.list ] && [ ! -f /etc/apt/sources.list.d/nonfree.list ]; then \
+		sed -n 's/^\(deb .*\) main$$/\1 contrib non-free non-free-firmware/p' /etc/apt/sources.list \
+			> /etc/apt/sources.list.d/nonfree.list.tmp && \
+		mv /etc/apt/sources.list.d/nonfree.list.tmp /etc/apt/sources.list.d/nonfree.list; \
 	fi; \
 	apt-get update
 
