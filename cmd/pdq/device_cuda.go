@@ -30,7 +30,7 @@ func pickBackend(device string) (kernels.Backend, string, error) {
 		slog.Warn("no usable GPU, converting on the CPU", "err", err)
 		return nil, "cpu", nil
 	}
-	return b, "cuda: " + b.DeviceName(), nil
+	return b, b.DeviceName(), nil
 }
 
 // openGPU opens device 0; the backend lives as long as the process.
