@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/rules"
 	"pdq/safetensors"
 	"pdq/testdata/synth"
 )
@@ -64,5 +65,33 @@ func TestPlanGLM5HeaderOnly(t *testing.T) {
 		if planned != p.Decode.Bytes(ck) {
 			t.Errorf("decode shards sum to %d, Bytes says %d", planned, p.Decode.Bytes(ck))
 		}
+	}
+}
+
+// BenchmarkOpenAndPlanGLM5 times what `pdq plan` does on a 706 GiB GLM-5-FP8 checkpoint: open
+// 119k tensor headers and plan both outputs (the sparse layout is generated once, outside the
+// timing).
+func BenchmarkOpenAndPlanGLM5(b *testing.B) {
+	m, err := synth.FromConfigFile(filepath.Join("..", "..", "testdata", "configs", "glm-5.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(b.TempDir(), "glm5")
+	if err := synth.Generate(context.Background(), dir, synth.Options{Model: m, FP8: true, HeaderOnly: true, MaxShardBytes: 5e9}); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := rules.LoadConfig(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		ck, err := safetensors.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := convert.NewPlan(ck, cfg, convert.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		ck.Close()
 	}
 }
