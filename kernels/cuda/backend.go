@@ -235,6 +235,9 @@ func (s stream) Memset8(dst uint64, v byte, n int) error {
 
 // Launch implements host.Stream.
 func (s stream) Launch(k host.Kernel, gx, gy, threads int, args ...uint64) error {
+	if err := host.CheckArgs(k, args); err != nil {
+		return err
+	}
 	return launch(s.b.fn[k], gx, gy, threads, s.s, args...)
 }
 

@@ -139,7 +139,10 @@ func (stream) Memset8(dst uint64, v byte, n int) error {
 
 // Launch implements host.Stream.
 func (stream) Launch(k host.Kernel, gx, gy, threads int, args ...uint64) error {
-	a := make([]C.ulonglong, len(args)+1)
+	if err := host.CheckArgs(k, args); err != nil {
+		return err
+	}
+	a := make([]C.ulonglong, len(args))
 	for i, v := range args {
 		a[i] = C.ulonglong(v)
 	}

@@ -9,6 +9,7 @@
 package host
 
 import (
+	"fmt"
 	"unsafe"
 
 	"pdq/kernels"
@@ -36,6 +37,21 @@ const (
 var Names = [NumKernels]string{
 	"decode_bf16", "decode_f16", "dequant_fp8", "dequant_int4", "int4_quant_g32",
 	"int4_quant_g64", "int4_quant_any", "fp8_absmax", "fp8_quant", "err_partial",
+}
+
+// Params are the kernels' parameter counts, indexed by Kernel; every parameter is 8 bytes wide.
+// Stream implementations refuse launches with another count.
+var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6}
+
+// CheckArgs reports a launch of k with the wrong number of arguments.
+func CheckArgs(k Kernel, args []uint64) error {
+	if k < 0 || k >= NumKernels {
+		return fmt.Errorf("cuda: unknown kernel %d", k)
+	}
+	if len(args) != Params[k] {
+		return fmt.Errorf("cuda: kernel %s takes %d arguments, got %d", Names[k], Params[k], len(args))
+	}
+	return nil
 }
 
 // Stream is what a chunk's launch step can enqueue. Addresses are device addresses.
