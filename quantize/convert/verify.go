@@ -303,7 +303,7 @@ func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *saf
 		}
 	}
 	vals := make([]float32, m.Rows*m.Cols)
-	if err := decodeSource(vals, m, s); err != nil {
+	if err := decodeSource(nil, vals, m, s); err != nil {
 		return nil, "", fmt.Errorf("convert: verify: %s: %w", m.describe(), err)
 	}
 	got := make([]float32, len(vals))

@@ -79,8 +79,8 @@ func scaleRange(m *Module, r0, r1 int) (int64, int64) {
 	return int64(r0) / FP8BlockSize, ceilDiv(int64(r1), FP8BlockSize)
 }
 
-// decodeSource turns a slab's source bytes into float32 values.
-func decodeSource(dst []float32, m *Module, s *slab) error {
+// decodeSource turns a slab's source bytes into float32 values on backend be (nil: the CPU).
+func decodeSource(be kernels.Backend, dst []float32, m *Module, s *slab) error {
 	w := m.Weight
 	if m.Scale == nil {
 		return quantize.DecodeDense(dst, s.raw, w.DType)
@@ -94,17 +94,9 @@ func decodeSource(dst []float32, m *Module, s *slab) error {
 	if isChannelScale(m) {
 		return quantize.DecodeFP8Channel(dst, s.raw, scale, rows, cols)
 	}
-	// Block scales: FP8BlockSize x FP8BlockSize blocks (the plan refuses other block sizes).
-	bRows, bCols, sc := FP8BlockSize, FP8BlockSize, scaleCols(m)
-	safetensors.DecodeF8E4M3(dst, s.raw[:rows*cols])
-	for r := range rows {
-		srow := scale[(r/bRows)*sc : (r/bRows+1)*sc]
-		row := dst[r*cols : (r+1)*cols]
-		for c := range row {
-			row[c] *= srow[c/bCols]
-		}
-	}
-	return nil
+	// Block scales: FP8BlockSize x FP8BlockSize blocks (the plan refuses other block sizes); the
+	// slab starts on a block row, so its scale rows are whole.
+	return quantize.DecodeFP8BlockOn(be, dst, s.raw, scale, []int64{sr1 - sr0, int64(scaleCols(m))}, rows, cols)
 }
 
 // isChannelScale reports a per-output-channel FP8 scale ([N, 1] or [N]).
@@ -138,7 +130,7 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		n := rows * m.Cols
 		wk.vals = grow(wk.vals, n)
 		vals = wk.vals[:n]
-		if err := decodeSource(vals, m, s); err != nil {
+		if err := decodeSource(wk.backend, vals, m, s); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
 		if err := quantize.CheckFinite(m.Weight.Name, vals); err != nil {
@@ -208,7 +200,7 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 		met.Add(vals, wk.deq[:len(vals)], base)
 		return nil
 	case SchemeFP8Block:
-		q, err := quantize.QuantizeFP8Block(ctx, vals, rows, m.Cols, 1)
+		q, err := quantize.QuantizeFP8BlockOpt(ctx, vals, rows, m.Cols, quantize.FP8Options{Workers: 1, Backend: wk.backend})
 		if err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
@@ -228,7 +220,7 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 			return err
 		}
 		wk.deq = grow(wk.deq, len(vals))
-		if err := quantize.DequantizeFP8Block(wk.deq[:len(vals)], q.Data, q.ScaleInv, rows, m.Cols); err != nil {
+		if err := quantize.DequantizeFP8BlockOn(wk.backend, wk.deq[:len(vals)], q.Data, q.ScaleInv, rows, m.Cols); err != nil {
 			return err
 		}
 		met.Add(vals, wk.deq[:len(vals)], base)
@@ -265,7 +257,7 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	}
 	wk.deq = grow(wk.deq, len(vals))
 	deq := wk.deq[:len(vals)]
-	if err := quantize.DequantizeInt4(deq, q.Packed, q.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
+	if err := quantize.DequantizeInt4On(wk.backend, deq, q.Packed, q.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
 		return err
 	}
 	met.Add(vals, deq, base)
