@@ -1,0 +1,75 @@
+package convert_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"pdq/quantize/convert"
+)
+
+// mountSmallFS mounts a tmpfs of the given size for the test, or skips when this process may not
+// mount (it needs root, as CI has).
+func mountSmallFS(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "small")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// TestFullDisk runs out of space in the middle of a conversion: the error names the file, no
+// temporary file stays behind, nothing looks finished; after space is freed, the same run resumes
+// and ends byte-identical to a conversion that had room.
+func TestFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs")
+	}
+	src := deepseekSource(t)
+	ref := filepath.Join(t.TempDir(), "ref")
+	convertTo(t, src, ref, smallOptions, convert.RunOptions{Workers: 2})
+	var total int64
+	for _, b := range readTree(t, ref) {
+		total += int64(len(b))
+	}
+
+	fs := mountSmallFS(t, "16m")
+	// Leave about half of what the conversion needs.
+	ballast := filepath.Join(fs, "ballast")
+	if err := os.WriteFile(ballast, make([]byte, 16<<20-total/2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(fs, "out")
+	_, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("conversion on a full disk: %v, want ENOSPC", err)
+	}
+	if !strings.Contains(err.Error(), fs) && !strings.Contains(err.Error(), ".safetensors") {
+		t.Errorf("error does not name the file: %v", err)
+	}
+	t.Logf("full disk: %v", err)
+	checkUnfinished(t, out)
+	filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".partial") {
+			t.Errorf("temporary file left behind: %s", path)
+		}
+		return nil
+	})
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2, Resume: true}); err != nil {
+		t.Fatalf("resume after freeing space: %v", err)
+	}
+	sameFiles(t, "resumed after a full disk vs uninterrupted", outputFiles(t, ref), outputFiles(t, out))
+}
