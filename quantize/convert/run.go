@@ -117,7 +117,30 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 			r.records[rec.Row.Output+"\x00"+rec.Row.Tensor] = append(r.records[rec.Row.Output+"\x00"+rec.Row.Tensor], rec)
 		}
 	}
-	if err := r.convert(ctx); err != nil {
+	// An FP8 source's shards are copied to prefill/ beside the conversion; a failure of either
+	// stops the other.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	copied := make(chan error, 1)
+	if p.Prefill != nil && p.Prefill.CopySource {
+		go func() {
+			err := r.copySource(ctx)
+			if err != nil {
+				cancel(err)
+			}
+			copied <- err
+		}()
+	} else {
+		copied <- nil
+	}
+	err = r.convert(ctx)
+	if err != nil {
+		cancel(err)
+	}
+	if cerr := <-copied; cerr != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		err = cerr
+	}
+	if err != nil {
 		if r.prefill != nil {
 			r.prefill.abort()
 		}
@@ -125,11 +148,6 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 			r.decode.abort()
 		}
 		return nil, err
-	}
-	if p.Prefill != nil && p.Prefill.CopySource {
-		if err := r.copySource(ctx); err != nil {
-			return nil, err
-		}
 	}
 	if err := checkSourceUnchanged(p.Source); err != nil {
 		return nil, err
@@ -400,47 +418,90 @@ func (r *runner) journalShard(set *shardSet, i int) error {
 	return r.journal.save(r.dir)
 }
 
-// copySource copies or links an FP8 source's shards into prefill/ unchanged.
+// copySource copies or links an FP8 source's shards into prefill/ unchanged. It runs beside the
+// conversion (the disk is idle while the CPU quantizes) and hashes while it copies, so each byte
+// is read once.
 func (r *runner) copySource(ctx context.Context) error {
 	dst := filepath.Join(r.dir, "prefill")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
 	for _, s := range r.plan.Source.Shards {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		key := "prefill/" + s.Name
-		if _, ok := r.journal.Shards[key]; ok {
+		r.jmu.Lock()
+		_, done := r.journal.Shards[key]
+		r.jmu.Unlock()
+		if done {
 			continue
 		}
-		out := filepath.Join(dst, s.Name)
-		if err := copyOrLink(s.Path, out, r.ro.PrefillMode == "link"); err != nil {
-			return err
-		}
-		size, sum, err := hashFile(out)
+		size, sum, err := copyHashed(ctx, s.Path, filepath.Join(dst, s.Name), r.ro.PrefillMode == "link")
 		if err != nil {
 			return err
 		}
+		r.jmu.Lock()
 		r.journal.Shards[key] = &finishedShard{Size: size, SHA256: sum}
-		if err := r.journal.save(r.dir); err != nil {
+		err = r.journal.save(r.dir)
+		r.jmu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// copyOrLink makes dst a copy of src (temp name, then rename), or a hard link when link is set
-// and both are on one filesystem.
-func copyOrLink(src, dst string, link bool) error {
-	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
-	os.Remove(tmp)
+// copyHashed makes dst a copy of src under a temporary name, hashing the bytes as they pass, and
+// renames it when complete; with link set it tries a hard link first (same filesystem), then
+// hashes the linked file. The copy stops at the next 8 MiB chunk when ctx is cancelled.
+func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string, error) {
 	if link {
+		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
+		os.Remove(tmp)
 		if err := os.Link(src, tmp); err == nil {
-			return os.Rename(tmp, dst)
+			if err := os.Rename(tmp, dst); err != nil {
+				os.Remove(tmp)
+				return 0, "", fmt.Errorf("convert: link %s: %w", src, err)
+			}
+			return hashFile(dst)
 		}
 		slog.Info("hard link not possible; copying", "src", src)
 	}
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, "", fmt.Errorf("convert: %w", err)
+	}
+	defer in.Close()
+	h := sha256.New()
+	var n int64
+	err = writeAtomic(dst, func(w io.Writer) error {
+		buf := make([]byte, 8<<20)
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k, rerr := io.ReadFull(in, buf)
+			if k > 0 {
+				h.Write(buf[:k])
+				if _, err := w.Write(buf[:k]); err != nil {
+					return err
+				}
+				n += int64(k)
+			}
+			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
+			}
+		}
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// copyFile makes dst a copy of src (temporary name, then rename).
+func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
@@ -486,7 +547,7 @@ func (r *runner) finish() (*Report, error) {
 			return nil, err
 		}
 		if out.CopySource {
-			if err := copyOrLink(filepath.Join(p.Source.Dir, "config.json"), filepath.Join(dir, "config.json"), false); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := copyFile(filepath.Join(p.Source.Dir, "config.json"), filepath.Join(dir, "config.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, err
 			}
 		} else if out.Config != nil {
@@ -500,7 +561,7 @@ func (r *runner) finish() (*Report, error) {
 		}
 		if out.CopySource {
 			if p.Source.IndexPath != "" {
-				if err := copyOrLink(p.Source.IndexPath, filepath.Join(dir, safetensors.IndexFileName), false); err != nil {
+				if err := copyFile(p.Source.IndexPath, filepath.Join(dir, safetensors.IndexFileName)); err != nil {
 					return nil, err
 				}
 			}
@@ -588,7 +649,7 @@ func copySideFiles(src, dst string) error {
 			name == safetensors.IndexFileName || name == "config.json" {
 			continue
 		}
-		if err := copyOrLink(filepath.Join(src, name), filepath.Join(dst, name), false); err != nil {
+		if err := copyFile(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
 			return err
 		}
 	}
