@@ -236,7 +236,11 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
 	g := o.group(m.Cols)
-	opt := quantize.Int4Options{GroupSize: g, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
+	qg := g
+	if o.GroupSize == PerChannel {
+		qg = 0 // the quantizer's per-channel value; it takes no other group widths
+	}
+	opt := quantize.Int4Options{GroupSize: qg, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
 	q, d, err := wk.quantizeInt4(ctx, m, vals, rows, opt, res)
 	if err != nil {
 		return fmt.Errorf("convert: %s: %w", m.describe(), err)
