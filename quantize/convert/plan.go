@@ -347,6 +347,8 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 		g := o.group(m.Cols)
 		var why string
 		switch {
+		case m.Cols == 0:
+			why = "no in features"
 		case m.Cols%g != 0:
 			why = fmt.Sprintf("in features %d not a multiple of group size %d", m.Cols, g)
 		case m.Cols%8 != 0:
