@@ -120,14 +120,32 @@ func writeRows(w io.Writer, v *View) {
 		what = "first"
 	}
 	fmt.Fprintf(w, "\n%s %d of %d by %s:\n", what, len(v.Rows), len(v.Selected), sortWords(v.Query.Sort, false))
-	g := newGrid("output", "tensor", "role", "scheme", "SQNR dB", "rel RMSE", "max abs err", "rtn dB").alignRight(4, 5, 6, 7)
+	// Calibrated runs also show the activation-weighted SQNR that the search optimised.
+	weighted := false
+	for _, t := range v.Rows {
+		weighted = weighted || t.WeightedSQNR != nil
+	}
+	head := []string{"output", "tensor", "role", "scheme", "SQNR dB", "rel RMSE", "max abs err", "rtn dB"}
+	right := []int{4, 5, 6, 7}
+	if weighted {
+		head, right = append(head, "weighted dB"), append(right, 8)
+	}
+	g := newGrid(head...).alignRight(right...)
 	for _, t := range v.Rows {
 		rtn := "-"
 		if t.RTNSQNR != nil {
 			rtn = fmtFloat(float64(*t.RTNSQNR), 2)
 		}
-		g.add(t.Output, t.Tensor, t.Role, t.Scheme, fmtFloat(float64(t.SQNR), 2), fmtFloat(float64(t.RelRMSE), 4),
-			fmtSci(float64(t.MaxAbsErr)), rtn)
+		cells := []string{t.Output, t.Tensor, t.Role, t.Scheme, fmtFloat(float64(t.SQNR), 2), fmtFloat(float64(t.RelRMSE), 4),
+			fmtSci(float64(t.MaxAbsErr)), rtn}
+		if weighted {
+			ws := "-"
+			if t.WeightedSQNR != nil {
+				ws = fmtFloat(float64(*t.WeightedSQNR), 2)
+			}
+			cells = append(cells, ws)
+		}
+		g.add(cells...)
 	}
 	g.write(w, "")
 }
