@@ -56,9 +56,13 @@ serving checkpoints in one streaming pass:
   decode/   routed experts as group-wise INT4 (compressed-tensors pack-quantized), the rest BF16
 
 and writes a per-tensor error report computed from the bytes actually written.`,
-		Example: `  pdq testdata gen --out /tmp/tiny          # make a small synthetic MoE checkpoint
+		Example: `  pdq testdata gen --out /tmp/tiny --fp8    # a small synthetic FP8 MoE checkpoint
   pdq inspect /tmp/tiny                      # what is in it
-  pdq inspect /tmp/tiny --json | jq .roles`,
+  pdq plan /tmp/tiny                         # what convert will write, exact sizes
+  pdq convert /tmp/tiny --out /tmp/pd        # /tmp/pd/prefill, /tmp/pd/decode, /tmp/pd/report.json
+  pdq verify /tmp/tiny /tmp/pd/decode        # independent re-check of the output
+  pdq report /tmp/pd --html /tmp/pd/report.html
+  pdq publish /tmp/pd/decode s3://bucket/tiny/decode/v1`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
