@@ -99,6 +99,9 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 	for _, t := range out.Tensors() {
 		names[t.Name] = true
 	}
+	if format, _ := qc["format"].(string); method == "compressed-tensors" && format != "pack-quantized" && format != "mixed-precision" {
+		method = "fp8" // a compressed-tensors FP8 source passed through as the prefill output
+	}
 	switch method {
 	case "compressed-tensors":
 		kind = "decode"
