@@ -255,6 +255,9 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 		} else if s := byName[module+".weight_scale"]; s != nil && t.DType == safetensors.F8E4M3 {
 			companion[s.Name] = true
 		}
+		if s := byName[module+".input_scale"]; s != nil && t.DType == safetensors.F8E4M3 {
+			companion[s.Name] = true // static activation scale: no output scheme quantizes activations statically
+		}
 	}
 	fp8Source := p.Layout.Layout == rules.LayoutFP8Block || p.Layout.Layout == rules.LayoutCTFP8
 	for _, t := range ts {
