@@ -238,7 +238,7 @@ func (r *runner) convert(ctx context.Context) error {
 		}
 		r.results[mi] = make([]slabResult, n)
 		r.left[mi].Store(int32(n))
-		r.total += m.SourceBytes()
+		r.total += m.Weight.ByteSize() // what slabDone counts: weight rows, not scale companions
 		r.factors.plan(m)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -686,8 +686,11 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 		}
 		b.cond.Wait()
 	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing acquired: the caller releases nothing
+	}
 	b.used += n
-	return ctx.Err()
+	return nil
 }
 
 func (b *budget) release(n int64) {
