@@ -278,6 +278,10 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 				if m.Scale == nil {
 					return fmt.Errorf("convert: %s: tensor %q: %w (want %s.weight_scale_inv)", t.Shard.Name, t.Name, ErrMissingScale, module)
 				}
+				if !(fp8Source && p.Options.Only == "prefill") && !isChannelScale(m) && !isBlockScale(m) {
+					return fmt.Errorf("convert: %s: tensor %q: %w: FP8 scale shape %v (want [%d, 1] per channel or [%d, %d] for %dx%d blocks)",
+						m.Scale.Shard.Name, m.Scale.Name, ErrUnsupported, m.Scale.Shape, m.Rows, ceilDiv(int64(m.Rows), FP8BlockSize), ceilDiv(int64(m.Cols), FP8BlockSize), FP8BlockSize, FP8BlockSize)
+				}
 			}
 			if err := p.chooseSchemes(m, targets, ignore, fp8Source); err != nil {
 				return err
