@@ -59,6 +59,9 @@ ends byte-identical to an uninterrupted run. The same input gives byte-identical
 			if o.out == "" {
 				return usagef("convert: --out DIR is required")
 			}
+			if o.resume && o.force {
+				return usagef("convert: --resume continues DIR and --force deletes it: give one of them")
+			}
 			return runConvert(cmd.Context(), cmd.OutOrStdout(), args[0], &f, o)
 		},
 	}
@@ -128,6 +131,9 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 		fmt.Fprintln(os.Stderr)
 	}
 	if err != nil {
+		if isBadOptions(err) {
+			return usageError{err} // a run option (--prefill-mode)
+		}
 		return err
 	}
 	if o.asJSON {
