@@ -120,6 +120,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
 	case o.Method != "rtn" && o.Method != "mse":
 		return fmt.Errorf("%w: method %q (want rtn or mse)", ErrBadOptions, o.Method)
+	case o.SignedScales && o.Method != "mse":
+		return fmt.Errorf("%w: signed scales need the mse method, not %q", ErrBadOptions, o.Method)
 	}
 	return o.calibDefaults()
 }
