@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -65,6 +67,9 @@ Exit status 1 when anything is wrong; every problem is listed.`,
 }
 
 func runVerifyLocal(ctx context.Context, w io.Writer, src, out string, o verifyOptions) error {
+	if isConvertOutput(out) {
+		return usagef("verify: %s holds a conversion's outputs: verify %s or %s", out, filepath.Join(out, "decode"), filepath.Join(out, "prefill"))
+	}
 	ck, err := safetensors.Open(src)
 	if err != nil {
 		return err
@@ -104,4 +109,18 @@ func runVerifyLocal(ctx context.Context, w io.Writer, src, out string, o verifyO
 		return fmt.Errorf("verify: %d problem(s) in %s", len(v.Problems), out)
 	}
 	return nil
+}
+
+// isConvertOutput reports a directory that holds prefill/ or decode/ and no shard of its own:
+// the --out of pdq convert rather than one of its outputs.
+func isConvertOutput(dir string) bool {
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(m) > 0 {
+		return false
+	}
+	for _, kind := range []string{"decode", "prefill"} {
+		if fi, err := os.Stat(filepath.Join(dir, kind)); err == nil && fi.IsDir() {
+			return true
+		}
+	}
+	return false
 }
