@@ -112,11 +112,13 @@ func main() {
 	os.Exit(exitFailure)
 }
 
-// isCobraUsage recognises cobra's own argument errors (unknown command, unknown flag).
+// isCobraUsage recognises cobra's own argument errors (unknown command, unknown flag). They
+// are never wrapped, so only their start is compared: an operating-system error such as
+// "write ...: invalid argument" is a failure, not bad usage.
 func isCobraUsage(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "invalid argument", "accepts ", "requires "} {
-		if strings.Contains(msg, p) {
+		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}
