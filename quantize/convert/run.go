@@ -645,7 +645,12 @@ func copySideFiles(src, dst string) error {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
+		regular := e.Type().IsRegular()
+		if e.Type()&os.ModeSymlink != 0 { // a Hugging Face cache snapshot links to its blobs
+			fi, err := os.Stat(filepath.Join(src, name))
+			regular = err == nil && fi.Mode().IsRegular()
+		}
+		if !regular || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
 			name == safetensors.IndexFileName || name == "config.json" {
 			continue
 		}
