@@ -456,7 +456,11 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string,
 	if link {
 		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
 		os.Remove(tmp)
-		if err := os.Link(src, tmp); err == nil {
+		target := src
+		if t, err := filepath.EvalSymlinks(src); err == nil {
+			target = t // link the file itself: a hard link to a relative symbolic link dangles here
+		}
+		if err := os.Link(target, tmp); err == nil {
 			if err := os.Rename(tmp, dst); err != nil {
 				os.Remove(tmp)
 				return 0, "", fmt.Errorf("convert: link %s: %w", src, err)

@@ -1,0 +1,45 @@
+package convert_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"pdq/quantize/convert"
+)
+
+// TestReviewLinkModeSymlinkedShard: with --prefill-mode link, an FP8 source whose shards are
+// relative symbolic links (a Hugging Face cache snapshot: ../../blobs/HASH) gets prefill shards
+// that are the shard's bytes, not copies of the link that dangle in the output directory.
+func TestReviewLinkModeSymlinkedShard(t *testing.T) {
+	var ts []raw
+	ts = append(ts, bf16Tensor("model.embed_tokens.weight", 1, 16, 128))
+	ts = append(ts, fp8Tensor("model.layers.1.self_attn.q_proj.weight", 2, 128, 128, false)...)
+	ts = append(ts, fp8Tensor("model.layers.1.mlp.experts.0.gate_proj.weight", 3, 64, 128, false)...)
+	real := writeCheckpoint(t, ts, fp8Config)
+	root := t.TempDir()
+	snap, blobs := filepath.Join(root, "snapshots", "rev"), filepath.Join(root, "blobs")
+	for _, d := range []string{snap, blobs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"model.safetensors", "config.json"} {
+		if err := os.Rename(filepath.Join(real, name), filepath.Join(blobs, name+".blob")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", name+".blob"), filepath.Join(snap, name)); err != nil {
+			t.Skipf("symbolic links: %v", err)
+		}
+	}
+	want, err := os.ReadFile(filepath.Join(snap, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	convertTo(t, snap, out, convert.Options{}, convert.RunOptions{Workers: 2, PrefillMode: "link"})
+	got, err := os.ReadFile(filepath.Join(out, "prefill", "model.safetensors"))
+	if err != nil || string(got) != string(want) {
+		t.Errorf("prefill shard: %d bytes, err %v; want the source's %d bytes", len(got), err, len(want))
+	}
+}
