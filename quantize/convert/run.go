@@ -202,11 +202,13 @@ func verifyJournal(dir string, j *journal) error {
 	return nil
 }
 
-// ID identifies the plan: the source headers and the options. A resumed run must have the same ID.
+// ID identifies the plan: the source shards (headers, size and modification time) and the
+// options. A resumed run must have the same ID: shards finished from a source that changed
+// since are not kept.
 func (p *Plan) ID() string {
 	h := sha256.New()
 	for _, s := range p.Source.Shards {
-		fmt.Fprintf(h, "%s %d %d\n", s.Name, s.Size, s.Header.DataStart)
+		fmt.Fprintf(h, "%s %d %d %d\n", s.Name, s.Size, s.Header.DataStart, s.ModTime.UnixNano())
 	}
 	b, _ := json.Marshal(p.Options)
 	h.Write(b)
