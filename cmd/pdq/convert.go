@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -214,7 +216,13 @@ func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
 	}
-	fmt.Fprintf(w, "\nwrote %s/prefill, %s/decode, %s/report.json\n", out, out, out)
+	var wrote []string
+	for _, kind := range []string{"prefill", "decode"} {
+		if rep.Options.Only == "" || rep.Options.Only == kind {
+			wrote = append(wrote, filepath.Join(out, kind))
+		}
+	}
+	fmt.Fprintf(w, "\nwrote %s, %s\n", strings.Join(wrote, ", "), filepath.Join(out, "report.json"))
 }
 
 func shortName(s string, n int) string {
