@@ -91,7 +91,11 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON 
 		fmt.Fprintf(tw, "prefill/\t%d shard(s), %s\t%s (%.1f%% of input)\n", s.PrefillShards, how, formatBytes(s.PrefillBytes), pct(s.PrefillBytes, s.InputBytes))
 	}
 	if p.Decode != nil {
-		fmt.Fprintf(tw, "decode/\t%d shard(s), INT4 g%d %s experts, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, f.groupSize, f.method, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
+		group := fmt.Sprintf("g%d", f.groupSize)
+		if f.groupSize == 0 {
+			group = "per-channel"
+		}
+		fmt.Fprintf(tw, "decode/\t%d shard(s), INT4 %s %s experts, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, group, f.method, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
 	}
 	tw.Flush()
 	for _, kind := range []struct {
