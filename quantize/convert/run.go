@@ -416,8 +416,7 @@ func (r *runner) journalShard(set *shardSet, i int) error {
 	for _, spec := range set.out.Shards[i].Specs {
 		fs.Records = append(fs.Records, r.records[set.out.Kind+"\x00"+spec.Name]...)
 	}
-	r.journal.Shards[key] = fs
-	return r.journal.save(r.dir)
+	return r.journal.add(r.dir, key, fs)
 }
 
 // copySource copies or links an FP8 source's shards into prefill/ unchanged. It runs beside the
@@ -441,8 +440,7 @@ func (r *runner) copySource(ctx context.Context) error {
 			return err
 		}
 		r.jmu.Lock()
-		r.journal.Shards[key] = &finishedShard{Size: size, SHA256: sum}
-		err = r.journal.save(r.dir)
+		err = r.journal.add(r.dir, key, &finishedShard{Size: size, SHA256: sum})
 		r.jmu.Unlock()
 		if err != nil {
 			return err
