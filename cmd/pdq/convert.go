@@ -201,6 +201,9 @@ func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "kept dense (unsupported): %s\n", s)
 	}
+	for _, s := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
 	if c := rep.Calibration; c != nil {
 		ws := "-"
 		if c.WeightedSQNR != nil {

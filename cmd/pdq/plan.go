@@ -51,10 +51,11 @@ type planSummary struct {
 	Prefill       map[string]map[string]int `json:"prefill_modules"`
 	Decode        map[string]map[string]int `json:"decode_modules"`
 	Skipped       []string                  `json:"skipped,omitempty"`
+	Warnings      []string                  `json:"warnings,omitempty"`
 }
 
 func summarizePlan(p *convert.Plan) planSummary {
-	s := planSummary{Source: p.Source.Dir, Layout: p.Layout, InputBytes: p.InputBytes(), Skipped: p.Skipped}
+	s := planSummary{Source: p.Source.Dir, Layout: p.Layout, InputBytes: p.InputBytes(), Skipped: p.Skipped, Warnings: p.Warnings}
 	if p.Prefill != nil {
 		s.PrefillBytes, s.PrefillShards, s.PrefillCopy = p.Prefill.Bytes(p.Source), len(p.Prefill.Shards), p.Prefill.CopySource
 		if s.PrefillCopy {
@@ -122,6 +123,9 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON 
 	}
 	for _, sk := range s.Skipped {
 		fmt.Fprintf(w, "kept dense (unsupported): %s\n", sk)
+	}
+	for _, wn := range s.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", wn)
 	}
 	return nil
 }

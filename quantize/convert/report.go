@@ -104,6 +104,7 @@ type Report struct {
 	PrefillBytes int64          `json:"prefill_bytes,omitempty"`
 	DecodeBytes  int64          `json:"decode_bytes,omitempty"`
 	Skipped      []string       `json:"skipped,omitempty"`
+	Warnings     []string       `json:"warnings,omitempty"`
 	Calibration  *CalibReport   `json:"calibration,omitempty"`
 	Summary      []RoleSummary  `json:"summary"`
 	Worst        []TensorReport `json:"worst"`

@@ -1,0 +1,30 @@
+package convert
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEngineWarnings(t *testing.T) {
+	for _, c := range []struct {
+		inter, group int
+		want         []string // substrings, one per expected warning
+	}{
+		{2048, 32, nil}, // GLM-5, DeepSeek-V3, Kimi K2
+		{1536, 32, []string{"prefill FP8 blocks", "1536 fails at TP8 (192)"}}, // GLM-4.5: INT4 fine, FP8 not at TP8
+		{1536, 128, []string{"prefill", "decode INT4 g128"}},                  // 192 is no multiple of 128 either
+		{192, 32, []string{"TP2 (96), TP4 (48), TP8 (24)", "decode INT4 g32"}},
+	} {
+		p := &Plan{Config: map[string]any{"moe_intermediate_size": float64(c.inter)}, Options: Options{GroupSize: c.group},
+			Prefill: &Output{}, Decode: &Output{}}
+		got := strings.Join(p.engineWarnings(), "\n")
+		if c.want == nil && got != "" {
+			t.Errorf("I=%d g%d: unexpected warnings %q", c.inter, c.group, got)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("I=%d g%d: warnings %q lack %q", c.inter, c.group, got, w)
+			}
+		}
+	}
+}
