@@ -8,8 +8,8 @@ import (
 	"pdq/safetensors"
 )
 
-// Backend-aware variants of the quantize entry points that run on kernels.CPU. Their results
-// are those of the CPU functions for every backend (the Backend contract: identical bytes).
+// Backend-aware forms of the quantize entry points; the plain functions are these on
+// kernels.CPU. Results are identical for every backend (the Backend contract: identical bytes).
 
 // slabStep returns the rows per backend call: CPU calls take chunks of about chunkElems
 // elements spread over the workers; any other backend (a GPU) gets the whole slab in one call,
@@ -38,9 +38,6 @@ func backendOr(be kernels.Backend) kernels.Backend {
 
 // QuantizeFP8BlockOpt is QuantizeFP8Block on opt.Backend: the same checks, the same bytes.
 func QuantizeFP8BlockOpt(ctx context.Context, w []float32, rows, cols int, opt FP8Options) (*FP8Result, error) {
-	if opt.Backend == nil {
-		return QuantizeFP8Block(ctx, w, rows, cols, opt.Workers)
-	}
 	if rows < 0 || cols < 0 || len(w) != rows*cols {
 		return nil, badShape("FP8 source has %d elements, want %d×%d", len(w), rows, cols)
 	}
@@ -54,7 +51,7 @@ func QuantizeFP8BlockOpt(ctx context.Context, w []float32, rows, cols int, opt F
 	if cols == 0 {
 		return res, ctx.Err()
 	}
-	be := opt.Backend
+	be := backendOr(opt.Backend)
 	bands := (rows + b - 1) / b
 	step := slabStep(be, max(1, chunkElems/(b*cols)), bands)
 	err := forChunks(ctx, bands, step, opt.Workers, func(b0, b1 int) error {
@@ -96,9 +93,7 @@ func DecodeFP8BlockOn(be kernels.Backend, dst []float32, src []byte, scale []flo
 // DequantizeInt4On is DequantizeInt4 on backend be (nil: kernels.CPU): the scales are decoded
 // and checked on the host, the expansion runs on the backend.
 func DequantizeInt4On(be kernels.Backend, dst []float32, packed, scales []byte, scaleDType safetensors.DType, rows, cols, groupSize int) error {
-	if be == nil {
-		return DequantizeInt4(dst, packed, scales, scaleDType, rows, cols, groupSize)
-	}
+	be = backendOr(be)
 	g := groupSize
 	if g == 0 {
 		g = cols

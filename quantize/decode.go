@@ -57,17 +57,7 @@ func blockEdge(n int, blocks int64) (int, bool) {
 // scale holds the slab's scale rows with shape scaleShape; BF16 scales are decoded with
 // DecodeDense first. Non-finite scales are refused.
 func DecodeFP8Block(dst []float32, src []byte, scale []float32, scaleShape []int64, rows, cols int) error {
-	bh, bw, err := FP8BlockSize(rows, cols, scaleShape)
-	if err != nil {
-		return err
-	}
-	if int64(len(scale)) != scaleShape[0]*scaleShape[1] {
-		return badShape("FP8 block scale has %d elements, shape %v", len(scale), scaleShape)
-	}
-	if err := checkScales(scale); err != nil {
-		return err
-	}
-	return kernelErr(kernels.CPU{}, kernels.CPU{}.DequantizeFP8Block(dst, src, scale, rows, cols, bh, bw), 0, cols)
+	return DecodeFP8BlockOn(nil, dst, src, scale, scaleShape, rows, cols)
 }
 
 // DecodeFP8Channel decodes a compressed-tensors FP8 weight with one scale per output row
