@@ -2,7 +2,6 @@ package quantize
 
 import (
 	"context"
-
 )
 
 // FP8Result is an FP8 e4m3 block-quantized slab in the DeepSeek layout.

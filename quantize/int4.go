@@ -37,11 +37,28 @@ func (r *Int4Result) RTNSQNR() float64 { return sqnr(r.SumSq, r.RTNSumSqErr) }
 // options cannot handle. The output is byte-identical for every Workers value, and quantizing
 // any range of rows on its own gives exactly the corresponding rows of the whole.
 func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Options) (*Int4Result, error) {
+	be := opt.backend()
+	return quantizeInt4Rows(ctx, w, rows, cols, opt, nil, be, slabStep(be, chunkElems/max(cols, 1), rows),
+		func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error {
+			return be.QuantizeInt4(out, src, n, cols, p)
+		})
+}
+
+// quantizeInt4Rows is the frame of the INT4 quantizers: it checks options and shapes (then
+// check, when given), allocates the result, runs quant on chunks of step rows over the workers
+// and adds up the group statistics.
+func quantizeInt4Rows(ctx context.Context, w []float32, rows, cols int, opt Int4Options, check func() error,
+	be kernels.Backend, step int, quant func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error) (*Int4Result, error) {
 	if err := opt.Validate(cols); err != nil {
 		return nil, err
 	}
 	if rows < 0 || len(w) != rows*cols {
 		return nil, badShape("INT4 source has %d elements, want %d×%d", len(w), rows, cols)
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, err
+		}
 	}
 	p, err := opt.params(cols)
 	if err != nil {
@@ -55,14 +72,13 @@ func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Opti
 		Scales: make([]byte, 2*rows*ng),
 	}
 	stats := make([]kernels.GroupStats, rows*ng)
-	be := opt.backend()
-	err = forChunks(ctx, rows, slabStep(be, chunkElems/cols, rows), opt.Workers, func(r0, r1 int) error {
+	err = forChunks(ctx, rows, step, opt.Workers, func(r0, r1 int) error {
 		out := kernels.Int4Out{
 			Packed: res.Packed[r0*cols/2 : r1*cols/2],
 			Scales: res.Scales[2*r0*ng : 2*r1*ng],
 			Stats:  stats[r0*ng : r1*ng],
 		}
-		return kernelErr(be, be.QuantizeInt4(out, w[r0*cols:r1*cols], r1-r0, cols, &p), r0, cols)
+		return kernelErr(be, quant(out, w[r0*cols:r1*cols], r1-r0, &p), r0, cols)
 	})
 	if err != nil {
 		return nil, err
