@@ -17,20 +17,9 @@ func (CPU) Name() string { return "cpu" }
 // QuantizeInt4 implements Backend. It allocates nothing.
 func (CPU) QuantizeInt4(out Int4Out, src []float32, rows, cols int, p *Int4Params) error {
 	g := p.GroupSize
-	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
-		return shapeErr("INT4 row", cols, g)
-	}
-	n := rows * cols
-	ng := n / g
-	switch {
-	case len(src) != n:
-		return shapeErr("source", len(src), n)
-	case len(out.Packed) != n/2:
-		return shapeErr("packed bytes", len(out.Packed), n/2)
-	case len(out.Scales) != 2*ng:
-		return shapeErr("scale bytes", len(out.Scales), 2*ng)
-	case len(out.Stats) != ng:
-		return shapeErr("group stats", len(out.Stats), ng)
+	ng, err := checkInt4Shapes(out, src, rows, cols, g)
+	if err != nil {
+		return err
 	}
 	for k := range ng {
 		x := src[k*g : (k+1)*g : (k+1)*g]
@@ -173,4 +162,25 @@ func firstNonFinite(x []float32) int {
 		}
 	}
 	return -1
+}
+
+// checkInt4Shapes checks the group size and the slice lengths of an INT4 quantization of a
+// rows×cols slab in groups of g, and returns the number of groups.
+func checkInt4Shapes(out Int4Out, src []float32, rows, cols, g int) (int, error) {
+	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
+		return 0, shapeErr("INT4 row", cols, g)
+	}
+	n := rows * cols
+	ng := n / g
+	switch {
+	case len(src) != n:
+		return 0, shapeErr("source", len(src), n)
+	case len(out.Packed) != n/2:
+		return 0, shapeErr("packed bytes", len(out.Packed), n/2)
+	case len(out.Scales) != 2*ng:
+		return 0, shapeErr("scale bytes", len(out.Scales), 2*ng)
+	case len(out.Stats) != ng:
+		return 0, shapeErr("group stats", len(out.Stats), ng)
+	}
+	return ng, nil
 }

@@ -19,22 +19,12 @@ import (
 // implements it.
 func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *Int4Params, d []float32) error {
 	g := p.GroupSize
-	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
-		return shapeErr("INT4 row", cols, g)
+	ng, err := checkInt4Shapes(out, src, rows, cols, g)
+	if err != nil {
+		return err
 	}
-	n := rows * cols
-	ng := n / g
-	switch {
-	case len(src) != n:
-		return shapeErr("source", len(src), n)
-	case len(d) != cols:
+	if len(d) != cols {
 		return shapeErr("column weights", len(d), cols)
-	case len(out.Packed) != n/2:
-		return shapeErr("packed bytes", len(out.Packed), n/2)
-	case len(out.Scales) != 2*ng:
-		return shapeErr("scale bytes", len(out.Scales), 2*ng)
-	case len(out.Stats) != ng:
-		return shapeErr("group stats", len(out.Stats), ng)
 	}
 	gpr := cols / g
 	for k := range ng {
