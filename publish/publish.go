@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"pdq/publish/store"
@@ -199,46 +198,13 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
 	entries := make([]File, len(files))
 	results := make([]FileResult, len(files))
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	work := make(chan int)
-	for range min(opts.Parallel, len(files)) {
-		wg.Go(func() {
-			for i := range work {
-				e, r, err := publishFile(gctx, up, files[i], opts)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						cancel()
-					}
-					mu.Unlock()
-					continue
-				}
-				entries[i], results[i] = e, r
-			}
-		})
-	}
-feed:
-	for i := range files {
-		select {
-		case work <- i:
-		case <-gctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, firstErr
+	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
+		e, r, err := publishFile(ctx, up, files[i], opts)
+		entries[i], results[i] = e, r
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	m := &Manifest{

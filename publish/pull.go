@@ -13,7 +13,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"pdq/publish/store"
@@ -118,46 +117,13 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	p.progress.AddTotal(total)
 
 	res := &PullResult{URL: st.String(), Dir: dir, Files: make([]PullFile, len(m.Files)), Manifest: m}
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	work := make(chan int)
-	for range min(opts.Parallel, len(m.Files)) {
-		wg.Go(func() {
-			for i := range work {
-				r, err := p.pullFile(gctx, m.Files[i])
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						cancel()
-					}
-					mu.Unlock()
-					continue
-				}
-				res.Files[i] = r
-			}
-		})
-	}
-feed:
-	for i := range m.Files {
-		select {
-		case work <- i:
-		case <-gctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, firstErr
+	err = forEach(ctx, len(m.Files), opts.Parallel, func(ctx context.Context, i int) error {
+		r, err := p.pullFile(ctx, m.Files[i])
+		res.Files[i] = r
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := root.RemoveAll(pullState); err != nil {
 		return nil, fmt.Errorf("publish: remove %s: %w", pullState, err)

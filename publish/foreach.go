@@ -1,0 +1,47 @@
+package publish
+
+import (
+	"context"
+	"sync"
+)
+
+// forEach runs fn for 0..n-1 on up to parallel goroutines. The first error cancels the context
+// given to the others and is returned, unless ctx itself was cancelled: then ctx's error is.
+func forEach(ctx context.Context, n, parallel int, fn func(ctx context.Context, i int) error) error {
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	work := make(chan int)
+	for range min(parallel, n) {
+		wg.Go(func() {
+			for i := range work {
+				if err := fn(gctx, i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case work <- i:
+		case <-gctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return firstErr
+}
