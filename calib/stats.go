@@ -270,3 +270,14 @@ func hashFile(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// Unobserved reports whether a module's E[x²] is zero for every input channel: statistics of an
+// expert that saw no calibration tokens.
+func Unobserved(sqMean []float32) bool {
+	for _, v := range sqMean {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}

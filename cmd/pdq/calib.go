@@ -117,7 +117,7 @@ func runCalibInspect(w io.Writer, path string, o calibInspectOptions) error {
 		} else {
 			toks = append(toks, n)
 		}
-		if n == 0 || allZero(d) {
+		if n == 0 || calib.Unobserved(d) {
 			sum.ZeroTokens++
 			zero[name] = true
 			continue
@@ -155,15 +155,6 @@ func runCalibInspect(w io.Writer, path string, o calibInspectOptions) error {
 		return fmt.Errorf("calib: %d module(s) of %s do not match their statistics (pdq convert --calib refuses them)", len(c.Mismatched), c.Source)
 	}
 	return nil
-}
-
-func allZero(d []float32) bool {
-	for _, v := range d {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // checkCoverage plans src's INT4 targets and looks each up in the statistics.

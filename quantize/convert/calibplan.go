@@ -82,7 +82,7 @@ func (p *Plan) planCalib() error {
 			if err != nil {
 				return fmt.Errorf("convert: %s: %w", m.describe(), err)
 			}
-			if allZero(d) {
+			if calib.Unobserved(d) {
 				n = 0
 			}
 		}
@@ -100,15 +100,6 @@ func (p *Plan) planCalib() error {
 		}
 	}
 	return nil
-}
-
-func allZero(d []float32) bool {
-	for _, v := range d {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // gptqOptions returns the GPTQ options of the plan.
