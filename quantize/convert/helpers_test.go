@@ -60,16 +60,6 @@ func shared(t testing.TB, key string, make func(dir string) error) string {
 	return dir
 }
 
-// generate writes a synthetic checkpoint into a fresh directory and returns it.
-func generate(t testing.TB, o synth.Options) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "src")
-	if err := generateInto(dir, o); err != nil {
-		t.Fatalf("generate: %v", err)
-	}
-	return dir
-}
-
 func generateInto(dir string, o synth.Options) error {
 	if o.Workers == 0 {
 		o.Workers = 2

@@ -144,15 +144,6 @@ type Module struct {
 	Calib *ModuleCalib
 }
 
-// SourceBytes is the number of source bytes the module reads.
-func (m *Module) SourceBytes() int64 {
-	n := m.Weight.ByteSize()
-	if m.Scale != nil {
-		n += m.Scale.ByteSize()
-	}
-	return n
-}
-
 // Output is the planned layout of one output checkpoint.
 type Output struct {
 	Kind   string // "prefill" or "decode"

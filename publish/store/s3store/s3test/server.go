@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -155,11 +154,4 @@ func (s *Server) SetEnv(t testing.TB) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(s.Dir, "no-aws-config"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(s.Dir, "no-aws-credentials"))
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-}
-
-// Unique returns a short random string for prefixes.
-func Unique() string {
-	var b [4]byte
-	rand.Read(b[:])
-	return fmt.Sprintf("%x", b)
 }
