@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -40,8 +41,12 @@ var commands []func() *cobra.Command
 
 // globalOptions are the flags every command shares.
 type globalOptions struct {
-	verbose bool
+	verbose    bool
+	cpuProfile string
 }
+
+// stopProfile ends the CPU profile started by --cpuprofile, if any.
+var stopProfile = func() {}
 
 var globals globalOptions
 
@@ -72,9 +77,14 @@ and writes a per-tensor error report computed from the bytes actually written.`,
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			if globals.cpuProfile != "" {
+				startProfile(globals.cpuProfile)
+			}
 		},
 	}
 	root.PersistentFlags().BoolVarP(&globals.verbose, "verbose", "v", false, "log progress details to stderr")
+	root.PersistentFlags().StringVar(&globals.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the command to this file (for go tool pprof)")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	for _, mk := range commands {
 		root.AddCommand(mk())
@@ -97,6 +107,7 @@ func main() {
 	defer stop()
 	root := newRootCmd()
 	err := root.ExecuteContext(ctx)
+	stopProfile()
 	if err == nil {
 		return
 	}
@@ -110,6 +121,24 @@ func main() {
 		os.Exit(exitUsage)
 	}
 	os.Exit(exitFailure)
+}
+
+// startProfile starts a CPU profile into path; a failure to start it is logged, not fatal.
+func startProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		slog.Warn("cpu profile not written", "path", path, "err", err)
+		return
+	}
+	stopProfile = func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			slog.Warn("cpu profile incomplete", "path", path, "err", err)
+		}
+	}
 }
 
 // isCobraUsage recognises cobra's own argument errors (unknown command, unknown flag). They

@@ -1,0 +1,81 @@
+package convert_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"pdq/quantize"
+	"pdq/quantize/convert"
+)
+
+// TestGoldenOutputs pins the bytes pdq convert writes for the shared generated checkpoints: the
+// checkpoint files of both outputs (one hash) and report.json (another). They are the contract
+// every faster path (SIMD, CUDA, more workers) keeps; update them only on purpose, in a commit
+// that says why.
+func TestGoldenOutputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("converts four checkpoints")
+	}
+	for _, tc := range []struct {
+		name          string
+		src           func(testing.TB) string
+		o             convert.Options
+		files, report string
+	}{
+		{"glm4-bf16-mse-g32", glm4Source, convert.Options{GroupSize: 32, Method: quantize.MethodMSE}, "190c63303713efe6", "f63db2e796caec4c"},
+		{"glm4-bf16-rtn-g128", glm4Source, convert.Options{GroupSize: 128, Method: quantize.MethodRTN}, "447306efd78172e3", "b81f654757e4500d"},
+		{"deepseek-fp8-mse-g32", deepseekSource, convert.Options{GroupSize: 32, Method: quantize.MethodMSE}, "c190fddd4054dada", "ecb483cde36c9ef9"},
+		{"deepseek-fp8-rtn-g64", deepseekSource, convert.Options{GroupSize: 64, Method: quantize.MethodRTN}, "cfc3856478934049", "84f65d7cc36fb1c2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			tc.o.MaxShardSize = 1 << 20
+			convertTo(t, tc.src(t), out, tc.o, convert.RunOptions{Workers: 2})
+			files := outputFiles(t, out)
+			report := reportWithoutSource(t, files["report.json"])
+			delete(files, "report.json")
+			if got := hashFiles(files); got != tc.files {
+				t.Errorf("checkpoint files hash %s, want %s", got, tc.files)
+			}
+			if got := hashFiles(map[string][]byte{"report.json": report}); got != tc.report {
+				t.Errorf("report.json hash %s, want %s", got, tc.report)
+			}
+		})
+	}
+}
+
+// reportWithoutSource returns report.json re-encoded with its "source" path (a temporary
+// directory of the test) removed, so that its hash depends on the figures alone.
+func reportWithoutSource(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var r map[string]any
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	delete(r, "source")
+	out, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// hashFiles returns a short SHA-256 over the names and contents of files in name order.
+func hashFiles(files map[string][]byte) string {
+	names := make([]string, 0, len(files))
+	for k := range files {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, k := range names {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(files[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
