@@ -12,6 +12,9 @@ VERSITYGW := $(CACHE)/bin/versitygw
 DEMO      ?= out/demo
 
 export CGO_ENABLED ?= 0
+# The CPU kernels' AVX2 loops use Go's simd/archsimd (kernels/simd_avx2.go); without the
+# experiment the scalar loops build and give the same bytes.
+export GOEXPERIMENT ?= simd
 
 .PHONY: all build test test-short lint bench quality demo tools clean
 

@@ -37,8 +37,9 @@ type Backend interface {
 	// It also serves per-channel (bh=1, bw=cols) and per-tensor (bh=rows, bw=cols) scales.
 	DequantizeFP8Block(dst []float32, codes []byte, scale []float32, rows, cols, bh, bw int) error
 
-	// ErrorSums returns the float64 error sums of got against ref, accumulated sequentially in
-	// index order; element i is reported as index base+i.
+	// ErrorSums returns the float64 error sums of got against ref in eight lanes (element i in
+	// lane i%8, lanes combined as a fixed tree; see errsums.go); element i is reported as index
+	// base+i.
 	ErrorSums(ref, got []float32, base int64) ErrSums
 }
 

@@ -15,6 +15,15 @@
 //   - divisions are IEEE divisions (CUDA __fdiv_rn), reciprocals are 1/s computed once per
 //     candidate scale (__frcp_rn).
 //
+//   - the float64 error sums of a slice (ErrorSums) use eight lanes the same way, every term
+//     exact in float64 before it is added.
+//
+// The scalar loops are the specification. Built with GOEXPERIMENT=simd (the Makefile sets it) on
+// amd64, the CPU backend runs the same loops as AVX2 vectors chosen at run time (SIMD names the
+// set in use; PDQ_NOSIMD=1 keeps the scalar loops): each vector lane performs the scalar
+// operations in the scalar order, so every output bit is the same, which simd_test.go and
+// FuzzSIMD check set against set.
+//
 // Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
 // maximum and report the first offending element instead of producing output.
 //

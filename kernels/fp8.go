@@ -35,7 +35,7 @@ func (CPU) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, row
 		for r := r0; r < r1; r++ {
 			row := src[r*cols : (r+1)*cols]
 			for bj := range bc {
-				amax[bj] = max(amax[bj], absMaxBits(row[bj*FP8Block:min(cols, (bj+1)*FP8Block)]))
+				amax[bj] = max(amax[bj], lp.absMaxBits(row[bj*FP8Block:min(cols, (bj+1)*FP8Block)]))
 			}
 		}
 		sc := scaleInv[bi*bc : (bi+1)*bc]
@@ -54,10 +54,7 @@ func (CPU) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, row
 			out := codes[r*cols : (r+1)*cols]
 			for bj, s := range sc {
 				c0, c1 := bj*FP8Block, min(cols, (bj+1)*FP8Block)
-				o := out[c0:c1]
-				for j, v := range row[c0:c1] {
-					o[j] = e4m3(v / s)
-				}
+				lp.encodeE4M3(out[c0:c1], row[c0:c1], s)
 			}
 		}
 	}
@@ -77,32 +74,55 @@ func firstNonFiniteBlock(src []float32, cols, r0, r1, bj int) error {
 
 // DequantizeFP8Block implements Backend.
 func (CPU) DequantizeFP8Block(dst []float32, codes []byte, scale []float32, rows, cols, bh, bw int) error {
-	if rows < 0 || cols < 0 || bh <= 0 || bw <= 0 {
-		return shapeErr("FP8 block", bh, bw)
+	if err := checkFP8Dequant(len(dst), len(codes), len(scale), rows, cols, bh, bw); err != nil {
+		return err
 	}
-	n := rows * cols
-	sr, sc := ceilDiv(rows, bh), ceilDiv(cols, bw)
-	switch {
-	case len(dst) != n:
-		return shapeErr("destination", len(dst), n)
-	case len(codes) != n:
-		return shapeErr("codes", len(codes), n)
-	case len(scale) != sr*sc:
-		return shapeErr("scales", len(scale), sr*sc)
-	}
+	sc := ceilDiv(cols, bw)
 	for r := range rows {
 		srow := scale[(r/bh)*sc : (r/bh+1)*sc]
 		d := dst[r*cols : (r+1)*cols]
 		c := codes[r*cols : (r+1)*cols]
 		for bj, s := range srow {
 			c0, c1 := bj*bw, min(cols, (bj+1)*bw)
-			dd := d[c0:c1]
-			for j, code := range c[c0:c1] {
-				dd[j] = safetensors.F8E4M3ToFloat32(code) * s
-			}
+			lp.decodeE4M3(d[c0:c1], c[c0:c1], s)
 		}
 	}
 	return nil
+}
+
+// checkFP8Dequant checks the lengths of an FP8 block dequantization of a rows×cols slab with
+// bh×bw blocks: the destination (or reference), the codes and the scales.
+func checkFP8Dequant(nDst, nCodes, nScale, rows, cols, bh, bw int) error {
+	if rows < 0 || cols < 0 || bh <= 0 || bw <= 0 {
+		return shapeErr("FP8 block", bh, bw)
+	}
+	n := rows * cols
+	ns := ceilDiv(rows, bh) * ceilDiv(cols, bw)
+	switch {
+	case nDst != n:
+		return shapeErr("destination", nDst, n)
+	case nCodes != n:
+		return shapeErr("codes", nCodes, n)
+	case nScale != ns:
+		return shapeErr("scales", nScale, ns)
+	}
+	return nil
+}
+
+// decodeE4M3Scalar is the specification of FP8 decoding: e4m3(code)·s, one rounding.
+func decodeE4M3Scalar(dst []float32, codes []byte, s float32) {
+	dst = dst[:len(codes)]
+	for j, code := range codes {
+		dst[j] = safetensors.F8E4M3ToFloat32(code) * s
+	}
+}
+
+// encodeE4M3Scalar is the specification of FP8 block encoding: e4m3(x/s), an IEEE division.
+func encodeE4M3Scalar(codes []byte, src []float32, s float32) {
+	codes = codes[:len(src)]
+	for j, v := range src {
+		codes[j] = e4m3(v / s)
+	}
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -36,7 +36,7 @@ func (CPU) QuantizeInt4(out Int4Out, src []float32, rows, cols int, p *Int4Param
 // quantGroup quantizes one group into dst (len(x)/2 bytes) and returns its scale (a BF16 value)
 // and statistics; bad is the index of the first non-finite element, or -1.
 func quantGroup(dst []byte, x []float32, p *Int4Params) (s float32, st GroupStats, bad int) {
-	ab := absMaxBits(x)
+	ab := lp.absMaxBits(x)
 	if ab >= 0x7f800000 {
 		return 0, st, firstNonFinite(x)
 	}
@@ -44,7 +44,7 @@ func quantGroup(dst []byte, x []float32, p *Int4Params) (s float32, st GroupStat
 	sR := safetensors.RoundBF16(a / 7.5)
 	if sR == 0 {
 		// All zeros, or values so small that the scale rounds to zero: every level is 0.
-		ss := sumSq(x)
+		ss := lp.sumSq(x)
 		for i := range dst {
 			dst[i] = 0x88
 		}
@@ -69,7 +69,7 @@ func quantGroup(dst []byte, x []float32, p *Int4Params) (s float32, st GroupStat
 // and their least-squares refinements. div reports whether the levels are those of RTN
 // (x/s); otherwise they are rne(clamp(x·(1/s))). rtnErr is the error of the RTN scale.
 func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, rtnErr float32) {
-	bestE := errDiv(x, sR)
+	bestE := lp.errDiv(x, sR)
 	rtnErr = bestE
 	best, div = sR, true
 	var prev float32
@@ -79,7 +79,7 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 			continue
 		}
 		prev = s
-		if e := errMul(x, s, 1/s); e < bestE {
+		if e := lp.errMul(x, s, 1/s); e < bestE {
 			bestE, best, div = e, s, false
 		}
 	}
@@ -96,7 +96,7 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 			}
 			prev = s
 			s *= sign
-			if e := errMul(x, s, 1/s); e < bestE {
+			if e := lp.errMul(x, s, 1/s); e < bestE {
 				bestE, best, div = e, s, false
 			}
 		}
@@ -106,9 +106,9 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 	}
 	var sxq, sqq float32
 	if div {
-		_, sxq, sqq = errSumsDiv(x, best)
+		_, sxq, sqq = lp.errSumsDiv(x, best)
 	} else {
-		_, sxq, sqq = errSumsMul(x, best, 1/best)
+		_, sxq, sqq = lp.errSumsMul(x, best, 1/best)
 	}
 	for range p.Refine {
 		if sqq == 0 {
@@ -118,7 +118,7 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 		if s == best || s == 0 || (!p.Signed && s < 0) {
 			break
 		}
-		e, sxq2, sqq2 := errSumsMul(x, s, 1/s)
+		e, sxq2, sqq2 := lp.errSumsMul(x, s, 1/s)
 		if !(e < bestE) {
 			break
 		}

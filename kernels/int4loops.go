@@ -192,9 +192,9 @@ func elem(x, f, s float32, j uint) (nib uint32, d2 float32, clip int32) {
 // div is set, else level(x·(1/s)).
 func pack(dst []byte, x []float32, s float32, div bool) GroupStats {
 	if div {
-		return packDiv(dst, x, s)
+		return lp.packDiv(dst, x, s)
 	}
-	return packMul(dst, x, s, 1/s)
+	return lp.packMul(dst, x, s, 1/s)
 }
 
 // packDiv is pack with the RTN levels level(x/s).

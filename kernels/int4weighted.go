@@ -43,14 +43,14 @@ func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *I
 
 // quantGroupWeighted is quantGroup with the weighted search.
 func quantGroupWeighted(dst []byte, x, w []float32, p *Int4Params) (s float32, st GroupStats, bad int) {
-	ab := absMaxBits(x)
+	ab := lp.absMaxBits(x)
 	if ab >= 0x7f800000 {
 		return 0, st, firstNonFinite(x)
 	}
 	a := math.Float32frombits(ab)
 	sR := safetensors.RoundBF16(a / 7.5)
 	if sR == 0 {
-		ss := sumSq(x)
+		ss := lp.sumSq(x)
 		for i := range dst {
 			dst[i] = 0x88
 		}
@@ -65,18 +65,18 @@ func quantGroupWeighted(dst []byte, x, w []float32, p *Int4Params) (s float32, s
 	if !searched || div {
 		st.RTNErr = st.Err
 	} else {
-		st.RTNErr = errDiv(x, sR)
+		st.RTNErr = lp.errDiv(x, sR)
 	}
 	return s, st, -1
 }
 
 // searchWeighted is search with the weighted error Σw(x−q·s)².
 func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32, div bool) {
-	bestE, sxq, sqq := wSums(x, w, sR, 0, true)
+	bestE, sxq, sqq := lp.wSums(x, w, sR, 0, true)
 	best, div = sR, true
 	var prev float32
 	try := func(s float32) {
-		if e, xq, qq := wSums(x, w, s, 1/s, false); e < bestE {
+		if e, xq, qq := lp.wSums(x, w, s, 1/s, false); e < bestE {
 			bestE, best, div, sxq, sqq = e, s, false, xq, qq
 		}
 	}
@@ -111,7 +111,7 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 		if s == best || s == 0 || (!p.Signed && s < 0) {
 			break
 		}
-		e, xq, qq := wSums(x, w, s, 1/s, false)
+		e, xq, qq := lp.wSums(x, w, s, 1/s, false)
 		if !(e < bestE) {
 			break
 		}

@@ -5,10 +5,12 @@ import (
 	"math"
 
 	"pdq/kernels"
+	"pdq/safetensors"
 )
 
 // Metrics accumulates the error of a dequantized tensor against its source, in float64.
-// Add computes the sums of one slice in index order and adds them to m; Merge adds another
+// Add computes the sums of one slice in the kernels' eight-lane order (kernels.CPU.ErrorSums)
+// and adds them to m; Merge adds another
 // Metrics. Callers that split a tensor must add or merge the parts in a fixed order to get the
 // same figures every run. The zero value is empty.
 type Metrics struct {
@@ -32,11 +34,7 @@ func (m *Metrics) Add(ref, got []float32, baseIndex int64) {
 	if len(ref) == 0 {
 		return
 	}
-	s := kernels.CPU{}.ErrorSums(ref, got, baseIndex)
-	m.Merge(Metrics{
-		N: s.N, SumSqRef: s.SumSqRef, SumSqErr: s.SumSqErr, SumAbsErr: s.SumAbsErr,
-		Dot: s.Dot, SumSqGot: s.SumSqGot, MaxAbsErr: s.MaxAbsErr, MaxAbsIdx: s.MaxAbsIdx,
-	})
+	m.Merge(metricsOf(kernels.CPU{}.ErrorSums(ref, got, baseIndex)))
 }
 
 // Merge adds o to m. The largest error wins; between equal ones the lower index.
@@ -74,4 +72,37 @@ func (m Metrics) Cosine() float64 {
 		return 0
 	}
 	return m.Dot / math.Sqrt(m.SumSqRef*m.SumSqGot)
+}
+
+// metricsOf converts a kernel's error sums.
+func metricsOf(s kernels.ErrSums) Metrics {
+	return Metrics{
+		N: s.N, SumSqRef: s.SumSqRef, SumSqErr: s.SumSqErr, SumAbsErr: s.SumAbsErr,
+		Dot: s.Dot, SumSqGot: s.SumSqGot, MaxAbsErr: s.MaxAbsErr, MaxAbsIdx: s.MaxAbsIdx,
+	}
+}
+
+// AddInt4 is Add(ref, got, baseIndex) for got the dequantization of q (DequantizeInt4 of its
+// packed levels and BF16 scales), computed in one pass without materialising got. ref holds
+// q.Rows×q.Cols values.
+func (m *Metrics) AddInt4(ref []float32, q *Int4Result, baseIndex int64) error {
+	scales := make([]float32, len(q.Scales)/2)
+	safetensors.DecodeBF16(scales, q.Scales)
+	s, err := kernels.CPU{}.ErrorSumsInt4(ref, q.Packed, scales, q.Rows, q.Cols, q.GroupSize, baseIndex)
+	if err != nil {
+		return fmt.Errorf("quantize: INT4 error sums: %w: %w", ErrBadShape, err)
+	}
+	m.Merge(metricsOf(s))
+	return nil
+}
+
+// AddFP8Block is Add(ref, got, baseIndex) for got the dequantization of q (DequantizeFP8Block),
+// computed one block row segment at a time without materialising got.
+func (m *Metrics) AddFP8Block(ref []float32, q *FP8Result, baseIndex int64) error {
+	s, err := kernels.CPU{}.ErrorSumsFP8Block(ref, q.Data, q.ScaleInv, q.Rows, q.Cols, kernels.FP8Block, kernels.FP8Block, baseIndex)
+	if err != nil {
+		return fmt.Errorf("quantize: FP8 error sums: %w: %w", ErrBadShape, err)
+	}
+	m.Merge(metricsOf(s))
+	return nil
 }

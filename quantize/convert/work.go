@@ -219,12 +219,7 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 		if err := set.write(name, int64(s.r0/FP8BlockSize)*sc*4, sb); err != nil {
 			return err
 		}
-		wk.deq = grow(wk.deq, len(vals))
-		if err := quantize.DequantizeFP8BlockOn(wk.backend, wk.deq[:len(vals)], q.Data, q.ScaleInv, rows, m.Cols); err != nil {
-			return err
-		}
-		met.Add(vals, wk.deq[:len(vals)], base)
-		return nil
+		return met.AddFP8Block(vals, q, base)
 	case SchemeInt4:
 		return wk.emitInt4(ctx, set, m, s, vals, met, res)
 	}
@@ -259,14 +254,17 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 			return err
 		}
 	}
-	wk.deq = grow(wk.deq, len(vals))
-	deq := wk.deq[:len(vals)]
-	if err := quantize.DequantizeInt4On(wk.backend, deq, q.Packed, q.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
+	// The error of the bytes written, in one pass over the packed levels: no dequantized copy.
+	if err := met.AddInt4(vals, q, base); err != nil {
 		return err
 	}
-	met.Add(vals, deq, base)
 	met.Clipped += q.Clipped
 	if d != nil {
+		wk.deq = grow(wk.deq, len(vals))
+		deq := wk.deq[:len(vals)]
+		if err := quantize.DequantizeInt4On(wk.backend, deq, q.Packed, q.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
+			return err
+		}
 		res.wRef, res.wErr = quantize.WeightedSums(vals, deq, d)
 	}
 	// What the compressed-tensors rule would have given, from the kernel's per-group sums: no

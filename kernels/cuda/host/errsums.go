@@ -10,9 +10,9 @@ import (
 	"pdq/kernels/cuda/parity"
 )
 
-// ErrorSums implements kernels.Backend. The specification is a sequential float64 sum in index
-// order, which no parallel reduction reproduces bit for bit, so this runs the CPU loop: the
-// result is identical by construction. ErrorSumsChunked is the GPU version with its bound.
+// ErrorSums implements kernels.Backend. The specification is an eight-lane float64 sum (lane
+// i%8 in index order), which no GPU-wide reduction reproduces bit for bit, so this runs the CPU
+// loop: the result is identical by construction. ErrorSumsChunked is the GPU version with its bound.
 func (o Ops) ErrorSums(ref, got []float32, base int64) kernels.ErrSums {
 	return kernels.CPU{}.ErrorSums(ref, got, base)
 }
@@ -24,7 +24,7 @@ const ErrChunk = parity.ErrChunk
 // ErrChunk consecutive elements sequentially in float64 (no fused multiply-add), and the host
 // adds the chunk sums in chunk order, also in float64. N, MaxAbsErr and MaxAbsIdx are exact.
 // Every per-element term is computed exactly as on the CPU; only the grouping of the float64
-// additions differs. The CPU's sequential sum is within (n-1)·u·Σ|term| of the exact sum and
+// additions differs. The CPU's lane sum is within (n/8+2)·u·Σ|term| (below (n-1)·u·Σ|term|) of the exact sum and
 // this one within (ErrChunk + n/ErrChunk)·u·Σ|term| (u = 2^-53, first order), so the two differ
 // by at most parity.ErrSumsBound(n, Σ|term|): relative 10^-9 for a billion elements, far below any
 // digit a report prints.

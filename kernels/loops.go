@@ -1,0 +1,92 @@
+package kernels
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// loopSet holds one implementation of the inner loops of the CPU backend. The scalar set (the
+// functions of int4loops.go, int4weighted.go, errsums.go and dequant.go) is the specification;
+// a SIMD set must return the same bits for every input, which the tests and fuzz targets check
+// set against set.
+type loopSet struct {
+	name       string
+	absMaxBits func(x []float32) uint32
+	sumSq      func(x []float32) float32
+	errMul     func(x []float32, s, inv float32) float32
+	errDiv     func(x []float32, s float32) float32
+	errSumsMul func(x []float32, s, inv float32) (e, xq, qq float32)
+	errSumsDiv func(x []float32, s float32) (e, xq, qq float32)
+	packDiv    func(dst []byte, x []float32, s float32) GroupStats
+	packMul    func(dst []byte, x []float32, s, inv float32) GroupStats
+	wSums      func(x, w []float32, s, inv float32, div bool) (e, xq, qq float32)
+	// errLanes adds the error sums of got against ref to the eight lane accumulators.
+	errLanes func(acc *errAcc, ref, got []float32)
+	// errLanesInt4 is errLanes with got = (nibble-8)·scale of packed levels, groups of g.
+	errLanesInt4 func(acc *errAcc, ref []float32, packed []byte, scales []float32, g int)
+	// decodeE4M3 writes e4m3(codes[i])·s into dst (len(dst) == len(codes)).
+	decodeE4M3 func(dst []float32, codes []byte, s float32)
+	// encodeE4M3 writes e4m3(src[i]/s) into codes (len(codes) == len(src)).
+	encodeE4M3 func(codes []byte, src []float32, s float32)
+}
+
+var scalarLoops = loopSet{
+	name:         "scalar",
+	absMaxBits:   absMaxBits,
+	sumSq:        sumSq,
+	errMul:       errMul,
+	errDiv:       errDiv,
+	errSumsMul:   errSumsMul,
+	errSumsDiv:   errSumsDiv,
+	packDiv:      packDiv,
+	packMul:      packMul,
+	wSums:        wSums,
+	errLanes:     errLanesScalar,
+	errLanesInt4: errLanesInt4Scalar,
+	decodeE4M3:   decodeE4M3Scalar,
+	encodeE4M3:   encodeE4M3Scalar,
+}
+
+// loopSets lists the implementations this binary and CPU can run, the scalar one first and the
+// fastest last; simd.go files add theirs in init.
+var loopSets = []*loopSet{&scalarLoops}
+
+// lp is the loop set in use: the fastest, unless PDQ_NOSIMD is set (to anything but "" or "0").
+var lp = &scalarLoops
+
+func init() {
+	if v := os.Getenv("PDQ_NOSIMD"); v != "" && v != "0" {
+		return
+	}
+	lp = loopSets[len(loopSets)-1]
+}
+
+// addLoops registers a SIMD loop set; called from init by the files built with GOEXPERIMENT=simd.
+func addLoops(s *loopSet) { loopSets = append(loopSets, s) }
+
+// SIMD returns the name of the inner loops the CPU backend uses: "scalar", "avx2" or "avx512".
+func SIMD() string { return lp.name }
+
+// SIMDLevels returns the loop sets this binary can use on this CPU, "scalar" first.
+func SIMDLevels() []string {
+	names := make([]string, len(loopSets))
+	for i, s := range loopSets {
+		names[i] = s.name
+	}
+	return names
+}
+
+// SetSIMD selects the inner loops by name (one of SIMDLevels) and returns the previous name.
+// Every set gives the same bytes; this is for tests, benchmarks and diagnosis. It must not be
+// called while kernels run.
+func SetSIMD(name string) (string, error) {
+	prev := lp.name
+	for _, s := range loopSets {
+		if s.name == name {
+			lp = s
+			return prev, nil
+		}
+	}
+	return prev, fmt.Errorf("kernels: SIMD level %q not available here (have %s)", name, strings.Join(SIMDLevels(), ", "))
+}

@@ -1,0 +1,374 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"simd/archsimd"
+	"unsafe"
+)
+
+// AVX2 forms of the inner loops (Go's simd/archsimd, GOEXPERIMENT=simd). One Float32x8 vector
+// holds the eight lanes of the specification, so each loop performs, lane by lane, exactly the
+// scalar operations in the scalar order: the same IEEE float32 multiplications, divisions,
+// additions and the same rounding trick, never a fused multiply-add. The results are therefore
+// bit-identical by construction, and the tests compare every loop against the scalar one on
+// random and adversarial input.
+
+var avx2Loops = loopSet{
+	name:         "avx2",
+	absMaxBits:   absMaxBitsAVX2,
+	sumSq:        sumSqAVX2,
+	errMul:       errMulAVX2,
+	errDiv:       errDivAVX2,
+	errSumsMul:   errSumsMulAVX2,
+	errSumsDiv:   errSumsDivAVX2,
+	packDiv:      packDivAVX2,
+	packMul:      packMulAVX2,
+	wSums:        wSumsAVX2,
+	errLanes:     errLanesAVX2,
+	errLanesInt4: errLanesInt4AVX2,
+	decodeE4M3:   decodeE4M3AVX2,
+	encodeE4M3:   encodeE4M3Scalar,
+}
+
+// A package-level variable, not init: variables are initialised before any init function runs,
+// so the set is registered before loops.go's init picks the fastest.
+var _ = func() bool {
+	if archsimd.X86.AVX2() {
+		addLoops(&avx2Loops)
+	}
+	return true
+}()
+
+func bc(v float32) archsimd.Float32x8 { return archsimd.BroadcastFloat32x8(v) }
+
+// sum8 adds the eight lanes of v in the specification's order.
+func sum8(v archsimd.Float32x8) float32 {
+	var l [8]float32
+	v.StoreSlice(l[:])
+	return lanes(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7])
+}
+
+// levelAVX2 is level: clamp to [-8, 7], then (v + 1.5·2^23) - 1.5·2^23. It also returns the
+// intermediate v + 1.5·2^23, whose low mantissa bits hold the level.
+func levelAVX2(v archsimd.Float32x8) (q, r archsimd.Float32x8) {
+	r = v.Max(bc(-8)).Min(bc(7)).Add(bc(rne))
+	return r.Sub(bc(rne)), r
+}
+
+func absMaxBitsAVX2(x []float32) uint32 {
+	m := archsimd.BroadcastUint32x8(0)
+	mask := archsimd.BroadcastUint32x8(0x7fffffff)
+	for len(x) >= 8 {
+		m = m.Max(archsimd.LoadFloat32x8Slice(x).AsUint32x8().And(mask))
+		x = x[8:]
+	}
+	var l [8]uint32
+	m.StoreSlice(l[:])
+	r := max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
+	return max(r, absMaxBits(x))
+}
+
+func sumSqAVX2(x []float32) float32 {
+	var s archsimd.Float32x8
+	for len(x) >= 8 {
+		v := archsimd.LoadFloat32x8Slice(x)
+		s = s.Add(v.Mul(v))
+		x = x[8:]
+	}
+	return sum8(s)
+}
+
+func errMulAVX2(x []float32, s, inv float32) float32 {
+	vs, vi := bc(s), bc(inv)
+	var e archsimd.Float32x8
+	for len(x) >= 8 {
+		v := archsimd.LoadFloat32x8Slice(x)
+		q, _ := levelAVX2(v.Mul(vi))
+		d := v.Sub(q.Mul(vs))
+		e = e.Add(d.Mul(d))
+		x = x[8:]
+	}
+	return sum8(e)
+}
+
+func errDivAVX2(x []float32, s float32) float32 {
+	vs := bc(s)
+	var e archsimd.Float32x8
+	for len(x) >= 8 {
+		v := archsimd.LoadFloat32x8Slice(x)
+		q, _ := levelAVX2(v.Div(vs))
+		d := v.Sub(q.Mul(vs))
+		e = e.Add(d.Mul(d))
+		x = x[8:]
+	}
+	return sum8(e)
+}
+
+func errSumsMulAVX2(x []float32, s, inv float32) (e, xq, qq float32) {
+	vs, vi := bc(s), bc(inv)
+	var ev, xv, qv archsimd.Float32x8
+	for len(x) >= 8 {
+		v := archsimd.LoadFloat32x8Slice(x)
+		q, _ := levelAVX2(v.Mul(vi))
+		d := v.Sub(q.Mul(vs))
+		ev = ev.Add(d.Mul(d))
+		xv = xv.Add(v.Mul(q))
+		qv = qv.Add(q.Mul(q))
+		x = x[8:]
+	}
+	return sum8(ev), sum8(xv), sum8(qv)
+}
+
+func errSumsDivAVX2(x []float32, s float32) (e, xq, qq float32) {
+	vs := bc(s)
+	var ev, xv, qv archsimd.Float32x8
+	for len(x) >= 8 {
+		v := archsimd.LoadFloat32x8Slice(x)
+		q, _ := levelAVX2(v.Div(vs))
+		d := v.Sub(q.Mul(vs))
+		ev = ev.Add(d.Mul(d))
+		xv = xv.Add(v.Mul(q))
+		qv = qv.Add(q.Mul(q))
+		x = x[8:]
+	}
+	return sum8(ev), sum8(xv), sum8(qv)
+}
+
+// nibbleShifts places lane j's nibble at bits 4j..4j+3 of the packed word.
+var nibbleShifts = [8]uint32{0, 4, 8, 12, 16, 20, 24, 28}
+
+// packAVX2 is packDiv (div) or packMul: levels, nibbles, error, Σx² and clip count. Four words
+// (32 elements) are combined at a time with horizontal adds (the nibbles occupy disjoint bits,
+// so adding them is or-ing them).
+func packAVX2(dst []byte, x []float32, s, inv float32, div bool) GroupStats {
+	vs, vi := bc(s), bc(inv)
+	hi, lo := bc(7.5), bc(-8.5)
+	sh := archsimd.LoadUint32x8Slice(nibbleShifts[:])
+	eight, fifteen := archsimd.BroadcastUint32x8(8), archsimd.BroadcastUint32x8(15)
+	var ev, sv archsimd.Float32x8
+	var clip int
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/4)
+	step := func(v archsimd.Float32x8) archsimd.Uint32x8 {
+		var f archsimd.Float32x8
+		if div {
+			f = v.Div(vs)
+		} else {
+			f = v.Mul(vi)
+		}
+		clip += bits.OnesCount8(f.GreaterEqual(hi).Or(f.Less(lo)).ToBits())
+		q, r := levelAVX2(f)
+		d := v.Sub(q.Mul(vs))
+		ev = ev.Add(d.Mul(d))
+		sv = sv.Add(v.Mul(v))
+		return r.AsUint32x8().Add(eight).And(fifteen).ShiftLeft(sh)
+	}
+	w := 0
+	for len(x) >= 32 {
+		n0 := step(archsimd.LoadFloat32x8Slice(x))
+		n1 := step(archsimd.LoadFloat32x8Slice(x[8:]))
+		n2 := step(archsimd.LoadFloat32x8Slice(x[16:]))
+		n3 := step(archsimd.LoadFloat32x8Slice(x[24:]))
+		c := n0.AddPairsGrouped(n1).AddPairsGrouped(n2.AddPairsGrouped(n3))
+		c.GetLo().Add(c.GetHi()).StoreSlice(words[w : w+4])
+		w += 4
+		x = x[32:]
+	}
+	for len(x) >= 8 {
+		n := step(archsimd.LoadFloat32x8Slice(x))
+		c := n.GetLo().Add(n.GetHi())
+		c = c.AddPairs(c)
+		c = c.AddPairs(c)
+		words[w] = c.GetElem(0)
+		w++
+		x = x[8:]
+	}
+	return GroupStats{SumSq: sum8(sv), Err: sum8(ev), Clipped: int32(clip)}
+}
+
+func packDivAVX2(dst []byte, x []float32, s float32) GroupStats {
+	return packAVX2(dst, x, s, 0, true)
+}
+
+func packMulAVX2(dst []byte, x []float32, s, inv float32) GroupStats {
+	return packAVX2(dst, x, s, inv, false)
+}
+
+func wSumsAVX2(x, w []float32, s, inv float32, div bool) (e, xq, qq float32) {
+	if len(x)%8 != 0 {
+		return wSums(x, w, s, inv, div)
+	}
+	vs, vi := bc(s), bc(inv)
+	var ev, xv, qv archsimd.Float32x8
+	w = w[:len(x)]
+	for len(x) >= 8 {
+		v, wi := archsimd.LoadFloat32x8Slice(x), archsimd.LoadFloat32x8Slice(w)
+		var f archsimd.Float32x8
+		if div {
+			f = v.Div(vs)
+		} else {
+			f = v.Mul(vi)
+		}
+		q, _ := levelAVX2(f)
+		d := v.Sub(q.Mul(vs))
+		ev = ev.Add(wi.Mul(d.Mul(d)))
+		xv = xv.Add(wi.Mul(v).Mul(q))
+		qv = qv.Add(wi.Mul(q).Mul(q))
+		x, w = x[8:], w[8:]
+	}
+	return sum8(ev), sum8(xv), sum8(qv)
+}
+
+// errVec holds the eight float64 lanes of errAcc in two Float64x4 halves while a loop runs.
+type errVec struct {
+	sr0, sr1, se0, se1, sa0, sa1, dt0, dt1, sg0, sg1, mx0, mx1, ix0, ix1 archsimd.Float64x4
+}
+
+func loadLanes(l *[8]float64) (archsimd.Float64x4, archsimd.Float64x4) {
+	return archsimd.LoadFloat64x4Slice(l[:4]), archsimd.LoadFloat64x4Slice(l[4:])
+}
+
+func storeLanes(l *[8]float64, a, b archsimd.Float64x4) {
+	a.StoreSlice(l[:4])
+	b.StoreSlice(l[4:])
+}
+
+func (a *errAcc) vec() errVec {
+	var v errVec
+	v.sr0, v.sr1 = loadLanes(&a.sumSqRef)
+	v.se0, v.se1 = loadLanes(&a.sumSqErr)
+	v.sa0, v.sa1 = loadLanes(&a.sumAbsErr)
+	v.dt0, v.dt1 = loadLanes(&a.dot)
+	v.sg0, v.sg1 = loadLanes(&a.sumSqGot)
+	// Empty lanes start below every |error| so that their first element is taken (the scalar
+	// maxIdx < 0 test); indices travel as float64 (exact below 2^53).
+	var mx, ix [8]float64
+	for l := range mx {
+		mx[l], ix[l] = a.maxAbs[l], float64(a.maxIdx[l])
+		if a.maxIdx[l] < 0 {
+			mx[l] = -1
+		}
+	}
+	v.mx0, v.mx1 = loadLanes(&mx)
+	v.ix0, v.ix1 = loadLanes(&ix)
+	return v
+}
+
+func (a *errAcc) store(v *errVec) {
+	storeLanes(&a.sumSqRef, v.sr0, v.sr1)
+	storeLanes(&a.sumSqErr, v.se0, v.se1)
+	storeLanes(&a.sumAbsErr, v.sa0, v.sa1)
+	storeLanes(&a.dot, v.dt0, v.dt1)
+	storeLanes(&a.sumSqGot, v.sg0, v.sg1)
+	var mx, ix [8]float64
+	storeLanes(&mx, v.mx0, v.mx1)
+	storeLanes(&ix, v.ix0, v.ix1)
+	for l := range mx {
+		a.maxIdx[l] = int64(ix[l])
+		if a.maxIdx[l] >= 0 {
+			a.maxAbs[l] = mx[l]
+		}
+	}
+}
+
+var absMask64 = archsimd.BroadcastUint64x4(0x7fffffffffffffff)
+
+// half adds four elements (one Float64x4 half of the lanes) to the sums.
+func half(r, g archsimd.Float64x4, sr, se, sa, dt, sg, mx, ix *archsimd.Float64x4, idx archsimd.Float64x4) {
+	e := g.Sub(r)
+	ab := e.AsUint64x4().And(absMask64).AsFloat64x4()
+	*sr = sr.Add(r.Mul(r))
+	*se = se.Add(e.Mul(e))
+	*sa = sa.Add(ab)
+	*dt = dt.Add(r.Mul(g))
+	*sg = sg.Add(g.Mul(g))
+	m := ab.Greater(*mx)
+	*mx = ab.Merge(*mx, m) // Merge keeps the receiver where the mask is set
+	*ix = idx.Merge(*ix, m)
+}
+
+// step8 adds eight elements whose first index is i (a multiple of 8).
+func (v *errVec) step8(ref, got archsimd.Float32x8, i0, i1 archsimd.Float64x4) {
+	half(ref.GetLo().ConvertToFloat64(), got.GetLo().ConvertToFloat64(), &v.sr0, &v.se0, &v.sa0, &v.dt0, &v.sg0, &v.mx0, &v.ix0, i0)
+	half(ref.GetHi().ConvertToFloat64(), got.GetHi().ConvertToFloat64(), &v.sr1, &v.se1, &v.sa1, &v.dt1, &v.sg1, &v.mx1, &v.ix1, i1)
+}
+
+var laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
+
+func errLanesAVX2(a *errAcc, ref, got []float32) {
+	got = got[:len(ref)]
+	for a.n&7 != 0 && len(ref) > 0 {
+		a.add(ref[0], got[0])
+		ref, got = ref[1:], got[1:]
+	}
+	if len(ref) >= 8 {
+		v := a.vec()
+		base := archsimd.BroadcastFloat64x4(float64(a.n))
+		i0, i1 := base.Add(laneIdx0), base.Add(laneIdx1)
+		eight := archsimd.BroadcastFloat64x4(8)
+		for len(ref) >= 8 {
+			v.step8(archsimd.LoadFloat32x8Slice(ref), archsimd.LoadFloat32x8Slice(got), i0, i1)
+			i0, i1 = i0.Add(eight), i1.Add(eight)
+			ref, got = ref[8:], got[8:]
+			a.n += 8
+		}
+		a.store(&v)
+	}
+	for i, r := range ref {
+		a.add(r, got[i])
+	}
+}
+
+func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
+	if a.n&7 != 0 {
+		errLanesInt4Scalar(a, ref, packed, scales, g)
+		return
+	}
+	v := a.vec()
+	base := archsimd.BroadcastFloat64x4(float64(a.n))
+	i0, i1 := base.Add(laneIdx0), base.Add(laneIdx1)
+	eight := archsimd.BroadcastFloat64x4(8)
+	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
+	fifteen := archsimd.BroadcastUint32x8(15)
+	minus8 := bc(-8)
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
+	for k, s := range scales {
+		vs := bc(s)
+		x := ref[k*g : (k+1)*g]
+		wk := words[k*g/8 : (k+1)*g/8]
+		for j, w := range wk {
+			nib := archsimd.BroadcastUint32x8(w).ShiftRight(shr).And(fifteen)
+			got := nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs)
+			v.step8(archsimd.LoadFloat32x8Slice(x[8*j:]), got, i0, i1)
+			i0, i1 = i0.Add(eight), i1.Add(eight)
+		}
+		a.n += int64(g)
+	}
+	a.store(&v)
+}
+
+// decodeE4M3AVX2 decodes e4m3fn codes without a table: the seven magnitude bits placed at bit
+// 20 form a float32 whose value times 2^120 is the e4m3 value, normal or subnormal, exactly;
+// 0x7F (NaN) is patched in, then the sign is or-ed in and the product with s rounded once.
+func decodeE4M3AVX2(dst []float32, codes []byte, s float32) {
+	dst = dst[:len(codes)]
+	vs := bc(s)
+	p120 := bc(0x1p120)
+	m7f := archsimd.BroadcastUint32x8(0x7f)
+	nan := archsimd.BroadcastUint32x8(0x7fc00000)
+	for len(codes) >= 8 {
+		c := archsimd.BroadcastUint64x2(binary.LittleEndian.Uint64(codes)).AsUint8x16().ExtendLo8ToUint32()
+		decode8(c, m7f, nan, p120).Mul(vs).StoreSlice(dst)
+		codes, dst = codes[8:], dst[8:]
+	}
+	decodeE4M3Scalar(dst, codes, s)
+}
+
+func decode8(c, m7f, nan archsimd.Uint32x8, p120 archsimd.Float32x8) archsimd.Float32x8 {
+	mag := c.And(m7f)
+	f := mag.ShiftAllLeft(20).AsFloat32x8().Mul(p120).AsUint32x8()
+	f = nan.Merge(f, mag.Equal(m7f))
+	return f.Or(c.ShiftAllRight(7).ShiftAllLeft(31)).AsFloat32x8()
+}
