@@ -94,7 +94,7 @@ func errLanesInt4Scalar(a *errAcc, ref []float32, packed []byte, scales []float3
 // ErrorSums implements Backend, in the eight-lane order above.
 func (CPU) ErrorSums(ref, got []float32, base int64) ErrSums {
 	a := newErrAcc()
-	lp.errLanes(&a, ref, got[:len(ref)])
+	callErrLanes(&a, ref, got[:len(ref)])
 	return a.result(base)
 }
 
@@ -115,7 +115,7 @@ func (CPU) ErrorSumsInt4(ref []float32, packed []byte, scales []float32, rows, c
 		return ErrSums{}, shapeErr("scales", len(scales), n/g)
 	}
 	a := newErrAcc()
-	lp.errLanesInt4(&a, ref, packed, scales, g)
+	callErrLanesInt4(&a, ref, packed, scales, g)
 	return a.result(base), nil
 }
 
@@ -136,9 +136,9 @@ func (CPU) ErrorSumsFP8Block(ref []float32, codes []byte, scale []float32, rows,
 			c1 := min(cols, c0+len(buf))
 			for bj := c0 / bw; bj*bw < c1; bj++ {
 				b0, b1 := max(c0, bj*bw), min(c1, (bj+1)*bw)
-				lp.decodeE4M3(buf[b0-c0:b1-c0], c[b0:b1], srow[bj])
+				callDecodeE4M3(buf[b0-c0:b1-c0], c[b0:b1], srow[bj])
 			}
-			lp.errLanes(&a, x[c0:c1], buf[:c1-c0])
+			callErrLanes(&a, x[c0:c1], buf[:c1-c0])
 		}
 	}
 	return a.result(base), nil

@@ -72,33 +72,20 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 	bestE := lp.errDiv(x, sR)
 	rtnErr = bestE
 	best, div = sR, true
-	var prev float32
-	for _, k := range p.Pos {
-		s := safetensors.RoundBF16(a * k)
-		if s == prev || s == sR {
-			continue
-		}
-		prev = s
-		if e := lp.errMul(x, s, 1/s); e < bestE {
-			bestE, best, div = e, s, false
-		}
+	// The candidates in the order they are tried, then their errors in one batch: the first
+	// strictly smaller error wins, exactly as when each is tried in turn.
+	var buf, ebuf [2 * maxCandidates]float32
+	cand := candidates(buf[:0], x, a, sR, p)
+	errs := ebuf[:0]
+	if len(cand) <= len(ebuf) {
+		errs = ebuf[:len(cand)]
+	} else {
+		errs = make([]float32, len(cand)) // hand-built params with more candidates than the tables
 	}
-	if p.Signed && len(p.Neg) > 0 {
-		sign := float32(1)
-		if extreme(x, a) > 0 {
-			sign = -1
-		}
-		prev = 0
-		for _, k := range p.Neg {
-			s := safetensors.RoundBF16(a * k)
-			if s == prev {
-				continue
-			}
-			prev = s
-			s *= sign
-			if e := lp.errMul(x, s, 1/s); e < bestE {
-				bestE, best, div = e, s, false
-			}
+	callErrMulBatch(x, cand, errs)
+	for i, e := range errs {
+		if e < bestE {
+			bestE, best, div = e, cand[i], false
 		}
 	}
 	if p.Refine <= 0 {
@@ -125,6 +112,63 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 		bestE, best, div, sxq, sqq = e, s, false, sxq2, sqq2
 	}
 	return best, div, rtnErr
+}
+
+// maxCandidates bounds len(Int4Params.Pos) and len(Int4Params.Neg).
+const maxCandidates = 64
+
+// candidates appends to dst the scales search tries after the RTN scale sR, in order: bf16(a·k)
+// for k in p.Pos, skipping repeats of the previous one and sR, then with signed scales
+// σ·bf16(a·k) for k in p.Neg (σ = -sign of the first extreme), skipping repeats.
+func candidates(dst, x []float32, a, sR float32, p *Int4Params) []float32 {
+	if d, ok := callCandidatesPos(dst, a, sR, p); ok {
+		return signedCandidates(d, x, a, p)
+	}
+	var prev float32
+	n := len(dst)
+	dst = append(dst, p.Pos...) // room for every candidate, overwritten below
+	for _, k := range p.Pos {
+		s := safetensors.RoundBF16(a * k)
+		// The scales rise with k, so repeats come in runs a branch would mispredict: count
+		// them without one. prev is the last kept scale; s == sR is never kept.
+		dst[n] = s
+		keep := 0
+		if s != prev && s != sR {
+			keep = 1
+		}
+		n += keep
+		if s != sR {
+			prev = s
+		}
+	}
+	return signedCandidates(dst[:n], x, a, p)
+}
+
+// signedCandidates appends the negative-scale candidates of candidates.
+func signedCandidates(dst, x []float32, a float32, p *Int4Params) []float32 {
+	if p.Signed && len(p.Neg) > 0 {
+		sign := float32(1)
+		if extreme(x, a) > 0 {
+			sign = -1
+		}
+		var prev float32
+		for _, k := range p.Neg {
+			s := safetensors.RoundBF16(a * k)
+			if s == prev {
+				continue
+			}
+			prev = s
+			dst = append(dst, s*sign)
+		}
+	}
+	return dst
+}
+
+// errMulBatch sets errs[i] = errMul(x, s[i], 1/s[i]).
+func errMulBatch(x, s, errs []float32) {
+	for i, si := range s {
+		errs[i] = errMul(x, si, 1/si)
+	}
 }
 
 // absMaxBits returns the largest bit pattern of |x|: for non-negative floats integer order is

@@ -32,6 +32,10 @@ type Int4Params struct {
 	Neg []float32
 	// Refine is the maximum number of least-squares refinements s ← bf16(Σx·q/Σq²).
 	Refine int
+
+	// posPad is 0 followed by Pos, zero-padded to a whole number of 16-lane vectors: set by
+	// NewInt4Params (whose Pos rises) for the vector candidate generation; nil otherwise.
+	posPad []float32
 }
 
 // Search ranges: candidates are r·absmax/7 for r evenly spaced on [rmin, 1] with steps points
@@ -75,7 +79,10 @@ func NewInt4Params(groupSize int, search Search, signed bool) (Int4Params, error
 			break
 		}
 	}
+	// rg.steps <= maxCandidates (the search's stack buffer).
 	p.Pos = grid(rg.rmin, rg.steps, 7)
+	p.posPad = make([]float32, 1+(len(p.Pos)+15)/16*16)
+	copy(p.posPad[1:], p.Pos)
 	if signed {
 		p.Neg = grid(rg.rmin, rg.steps, 8)
 	}

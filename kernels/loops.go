@@ -15,6 +15,8 @@ type loopSet struct {
 	absMaxBits func(x []float32) uint32
 	sumSq      func(x []float32) float32
 	errMul     func(x []float32, s, inv float32) float32
+	// errMulBatch sets errs[i] = errMul(x, s[i], 1/s[i]) for every candidate scale.
+	errMulBatch func(x, s, errs []float32)
 	errDiv     func(x []float32, s float32) float32
 	errSumsMul func(x []float32, s, inv float32) (e, xq, qq float32)
 	errSumsDiv func(x []float32, s float32) (e, xq, qq float32)
@@ -36,6 +38,7 @@ var scalarLoops = loopSet{
 	absMaxBits:   absMaxBits,
 	sumSq:        sumSq,
 	errMul:       errMul,
+	errMulBatch:  errMulBatch,
 	errDiv:       errDiv,
 	errSumsMul:   errSumsMul,
 	errSumsDiv:   errSumsDiv,
@@ -89,4 +92,18 @@ func SetSIMD(name string) (string, error) {
 		}
 	}
 	return prev, fmt.Errorf("kernels: SIMD level %q not available here (have %s)", name, strings.Join(SIMDLevels(), ", "))
+}
+
+// FirstNonFinite returns the index of the first NaN or ±Inf in x, or -1. It scans 4096
+// elements at a time with the absolute-maximum loop (a non-finite value has the largest bit
+// pattern) and looks for the element only inside a block that has one.
+func FirstNonFinite(x []float32) int {
+	const block = 4096
+	for b := 0; b < len(x); b += block {
+		blk := x[b:min(len(x), b+block)]
+		if lp.absMaxBits(blk) >= 0x7f800000 {
+			return b + firstNonFinite(blk)
+		}
+	}
+	return -1
 }

@@ -21,6 +21,7 @@ var avx2Loops = loopSet{
 	absMaxBits:   absMaxBitsAVX2,
 	sumSq:        sumSqAVX2,
 	errMul:       errMulAVX2,
+	errMulBatch:  errMulBatchAVX2,
 	errDiv:       errDivAVX2,
 	errSumsMul:   errSumsMulAVX2,
 	errSumsDiv:   errSumsDivAVX2,
@@ -43,13 +44,6 @@ var _ = func() bool {
 }()
 
 func bc(v float32) archsimd.Float32x8 { return archsimd.BroadcastFloat32x8(v) }
-
-// sum8 adds the eight lanes of v in the specification's order.
-func sum8(v archsimd.Float32x8) float32 {
-	var l [8]float32
-	v.StoreSlice(l[:])
-	return lanes(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7])
-}
 
 // levelAVX2 is level: clamp to [-8, 7], then (v + 1.5·2^23) - 1.5·2^23. It also returns the
 // intermediate v + 1.5·2^23, whose low mantissa bits hold the level.
@@ -78,7 +72,7 @@ func sumSqAVX2(x []float32) float32 {
 		s = s.Add(v.Mul(v))
 		x = x[8:]
 	}
-	return sum8(s)
+	return hsum8(s)
 }
 
 func errMulAVX2(x []float32, s, inv float32) float32 {
@@ -91,7 +85,30 @@ func errMulAVX2(x []float32, s, inv float32) float32 {
 		e = e.Add(d.Mul(d))
 		x = x[8:]
 	}
-	return sum8(e)
+	return hsum8(e)
+}
+
+// hsum8 is sum8 without leaving the registers: horizontal adds pair the lanes exactly as
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+func hsum8(v archsimd.Float32x8) float32 {
+	a := v.GetLo().AddPairs(v.GetHi()) // l0+l1, l2+l3, l4+l5, l6+l7
+	b := a.AddPairs(a)                 // (l0+l1)+(l2+l3), (l4+l5)+(l6+l7), ...
+	return b.GetElem(0) + b.GetElem(1)
+}
+
+func errMulBatchAVX2(x, s, errs []float32) {
+	errs = errs[:len(s)]
+	for i, si := range s {
+		vs, vi := bc(si), bc(1/si)
+		var e archsimd.Float32x8
+		for k := 0; k+8 <= len(x); k += 8 {
+			v := archsimd.LoadFloat32x8Slice(x[k:])
+			q, _ := levelAVX2(v.Mul(vi))
+			d := v.Sub(q.Mul(vs))
+			e = e.Add(d.Mul(d))
+		}
+		errs[i] = hsum8(e)
+	}
 }
 
 func errDivAVX2(x []float32, s float32) float32 {
@@ -104,7 +121,7 @@ func errDivAVX2(x []float32, s float32) float32 {
 		e = e.Add(d.Mul(d))
 		x = x[8:]
 	}
-	return sum8(e)
+	return hsum8(e)
 }
 
 func errSumsMulAVX2(x []float32, s, inv float32) (e, xq, qq float32) {
@@ -119,7 +136,7 @@ func errSumsMulAVX2(x []float32, s, inv float32) (e, xq, qq float32) {
 		qv = qv.Add(q.Mul(q))
 		x = x[8:]
 	}
-	return sum8(ev), sum8(xv), sum8(qv)
+	return hsum8(ev), hsum8(xv), hsum8(qv)
 }
 
 func errSumsDivAVX2(x []float32, s float32) (e, xq, qq float32) {
@@ -134,7 +151,7 @@ func errSumsDivAVX2(x []float32, s float32) (e, xq, qq float32) {
 		qv = qv.Add(q.Mul(q))
 		x = x[8:]
 	}
-	return sum8(ev), sum8(xv), sum8(qv)
+	return hsum8(ev), hsum8(xv), hsum8(qv)
 }
 
 // nibbleShifts places lane j's nibble at bits 4j..4j+3 of the packed word.
@@ -185,7 +202,7 @@ func packAVX2(dst []byte, x []float32, s, inv float32, div bool) GroupStats {
 		w++
 		x = x[8:]
 	}
-	return GroupStats{SumSq: sum8(sv), Err: sum8(ev), Clipped: int32(clip)}
+	return GroupStats{SumSq: hsum8(sv), Err: hsum8(ev), Clipped: int32(clip)}
 }
 
 func packDivAVX2(dst []byte, x []float32, s float32) GroupStats {
@@ -218,7 +235,7 @@ func wSumsAVX2(x, w []float32, s, inv float32, div bool) (e, xq, qq float32) {
 		qv = qv.Add(wi.Mul(q).Mul(q))
 		x, w = x[8:], w[8:]
 	}
-	return sum8(ev), sum8(xv), sum8(qv)
+	return hsum8(ev), hsum8(xv), hsum8(qv)
 }
 
 // errVec holds the eight float64 lanes of errAcc in two Float64x4 halves while a loop runs.

@@ -84,6 +84,18 @@ func TestSIMDLoopsMatchScalar(t *testing.T) {
 			check("sumSq", set.sumSq(x), sc.sumSq(x))
 			check("errMul", set.errMul(x, s, inv), sc.errMul(x, s, inv))
 			check("errDiv", set.errDiv(x, s), sc.errDiv(x, s))
+			cand := adversarial(r, 1+r.IntN(40), s)
+			for i := range cand {
+				if cand[i] == 0 || math.IsInf(float64(1/cand[i]), 0) {
+					cand[i] = s
+				}
+			}
+			e1, e2 := make([]float32, len(cand)), make([]float32, len(cand))
+			set.errMulBatch(x, cand, e1)
+			sc.errMulBatch(x, cand, e2)
+			for i := range e1 {
+				check("errMulBatch", e1[i], e2[i])
+			}
 			a1, b1, c1 := set.errSumsMul(x, s, inv)
 			a2, b2, c2 := sc.errSumsMul(x, s, inv)
 			check("errSumsMul.e", a1, a2)
@@ -308,4 +320,30 @@ func TestSIMDSelected(t *testing.T) {
 	if got, want := SIMD(), loopSets[len(loopSets)-1].name; got != want {
 		t.Fatalf("%s loops in use, want the fastest, %s", got, want)
 	}
+}
+
+func TestFirstNonFinite(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	run := func(t *testing.T) {
+		for trial := range 200 {
+			x := adversarial(r, r.IntN(10000), 0.1)
+			want := -1
+			if trial%3 != 0 && len(x) > 0 {
+				for k := range 1 + r.IntN(3) {
+					i := r.IntN(len(x))
+					x[i] = [...]float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}[k%3]
+				}
+				want = firstNonFinite(x)
+			}
+			if got := FirstNonFinite(x); got != want {
+				t.Fatalf("trial %d: %d, want %d", trial, got, want)
+			}
+		}
+	}
+	t.Run("scalar", func(t *testing.T) {
+		prev, _ := SetSIMD("scalar")
+		defer SetSIMD(prev)
+		run(t)
+	})
+	withSIMD(t, func(t *testing.T, _ *loopSet) { run(t) })
 }

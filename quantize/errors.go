@@ -3,7 +3,8 @@ package quantize
 import (
 	"errors"
 	"fmt"
-	"math"
+
+	"pdq/kernels"
 )
 
 // Sentinel errors; returned errors wrap them with the tensor or element concerned.
@@ -27,14 +28,7 @@ func CheckFinite(name string, w []float32) error {
 	return nil
 }
 
-func firstNonFinite(w []float32) int {
-	for i, v := range w {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-			return i
-		}
-	}
-	return -1
-}
+func firstNonFinite(w []float32) int { return kernels.FirstNonFinite(w) }
 
 func badShape(format string, args ...any) error {
 	return fmt.Errorf("quantize: "+format+": %w", append(args, ErrBadShape)...)

@@ -1,0 +1,19 @@
+//go:build !goexperiment.simd || !amd64
+
+package kernels
+
+// Without GOEXPERIMENT=simd there is only the scalar loop set; see dispatch_simd.go.
+
+func callErrMulBatch(x, s, errs []float32) { errMulBatch(x, s, errs) }
+
+func callErrLanes(a *errAcc, ref, got []float32) { errLanesScalar(a, ref, got) }
+
+func callErrLanesInt4(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
+	errLanesInt4Scalar(a, ref, packed, scales, g)
+}
+
+func callDecodeE4M3(dst []float32, codes []byte, s float32) { decodeE4M3Scalar(dst, codes, s) }
+
+func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, bool) {
+	return dst, false
+}

@@ -1,0 +1,56 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+// Direct calls for the loops handed stack buffers: a call through a loopSet field makes its
+// arguments escape to the heap (one allocation per group), a switch of direct calls does not.
+
+func callErrMulBatch(x, s, errs []float32) {
+	switch lp {
+	case &avx512Loops:
+		errMulBatchAVX512(x, s, errs)
+	case &avx2Loops:
+		errMulBatchAVX2(x, s, errs)
+	default:
+		errMulBatch(x, s, errs)
+	}
+}
+
+func callErrLanes(a *errAcc, ref, got []float32) {
+	switch lp {
+	case &avx512Loops:
+		errLanesAVX512(a, ref, got)
+	case &avx2Loops:
+		errLanesAVX2(a, ref, got)
+	default:
+		errLanesScalar(a, ref, got)
+	}
+}
+
+func callErrLanesInt4(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
+	switch lp {
+	case &avx512Loops:
+		errLanesInt4AVX512(a, ref, packed, scales, g)
+	case &avx2Loops:
+		errLanesInt4AVX2(a, ref, packed, scales, g)
+	default:
+		errLanesInt4Scalar(a, ref, packed, scales, g)
+	}
+}
+
+func callDecodeE4M3(dst []float32, codes []byte, s float32) {
+	if lp != &scalarLoops {
+		decodeE4M3AVX2(dst, codes, s)
+		return
+	}
+	decodeE4M3Scalar(dst, codes, s)
+}
+
+// callCandidatesPos generates the positive candidates with vectors where it can: AVX-512,
+// parameters from NewInt4Params, and room in dst.
+func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, bool) {
+	if lp != &avx512Loops || p.posPad == nil || cap(dst)-len(dst) < len(p.Pos)+16 {
+		return dst, false
+	}
+	return candidatesPosAVX512(dst, a, sR, p), true
+}

@@ -1,0 +1,202 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"math/bits"
+	"simd/archsimd"
+)
+
+// AVX-512 forms of the loops where 512-bit vectors pay: the scale search evaluates two
+// candidate scales at once (lanes 0-7 the first, 8-15 the second, each half being the eight
+// lanes of the specification), and the error sums keep their eight float64 lanes in one
+// Float64x8 register each. The other loops are the AVX2 ones.
+var avx512Loops = func() loopSet {
+	s := avx2Loops
+	s.name = "avx512"
+	s.errMulBatch = errMulBatchAVX512
+	s.errLanes = errLanesAVX512
+	s.errLanesInt4 = errLanesInt4AVX512
+	return s
+}()
+
+var _ = func() bool {
+	if archsimd.X86.AVX512() {
+		addLoops(&avx512Loops)
+	}
+	return true
+}()
+
+func bc16(v float32) archsimd.Float32x16 { return archsimd.BroadcastFloat32x16(v) }
+
+func pair16(a, b float32) archsimd.Float32x16 {
+	return archsimd.Float32x16{}.SetLo(bc(a)).SetHi(bc(b))
+}
+
+// errMulBatchAVX512 evaluates four candidates per pass over x (two per Float32x16), then
+// reduces the four eight-lane sums together: three horizontal adds give, for each candidate,
+// ((l0+l1)+(l2+l3)) and ((l4+l5)+(l6+l7)), whose sum is the specification's order.
+func errMulBatchAVX512(x, s, errs []float32) {
+	errs = errs[:len(s)]
+	i := 0
+	for ; i+4 <= len(s); i += 4 {
+		c := s[i : i+4 : i+4]
+		err4(x, c[0], c[1], c[2], c[3]).StoreSlice(errs[i : i+4])
+	}
+	if r := len(s) - i; r > 0 {
+		// The last one to three candidates, padded by repeating the last one.
+		var c, e [4]float32
+		for j := range c {
+			c[j] = s[i+min(j, r-1)]
+		}
+		err4(x, c[0], c[1], c[2], c[3]).StoreSlice(e[:])
+		copy(errs[i:], e[:r])
+	}
+}
+
+// err4 returns errMul(x, c, 1/c) for four candidates c.
+func err4(x []float32, c0, c1, c2, c3 float32) archsimd.Float32x4 {
+	lo, hi, r := bc16(-8), bc16(7), bc16(rne)
+	vsA, viA := pair16(c0, c1), pair16(1/c0, 1/c1)
+	vsB, viB := pair16(c2, c3), pair16(1/c2, 1/c3)
+	var eA, eB archsimd.Float32x16
+	for k := 0; k+8 <= len(x); k += 8 {
+		v8 := archsimd.LoadFloat32x8Slice(x[k:])
+		v := archsimd.Float32x16{}.SetLo(v8).SetHi(v8)
+		qA := v.Mul(viA).Max(lo).Min(hi).Add(r).Sub(r)
+		qB := v.Mul(viB).Max(lo).Min(hi).Add(r).Sub(r)
+		dA := v.Sub(qA.Mul(vsA))
+		dB := v.Sub(qB.Mul(vsB))
+		eA = eA.Add(dA.Mul(dA))
+		eB = eB.Add(dB.Mul(dB))
+	}
+	u := eA.GetLo().AddPairsGrouped(eA.GetHi())
+	w := eB.GetLo().AddPairsGrouped(eB.GetHi())
+	z := u.AddPairsGrouped(w)
+	return z.GetLo().Add(z.GetHi())
+}
+
+// errVec512 holds the eight float64 lanes of errAcc while a loop runs.
+type errVec512 struct{ sr, se, sa, dt, sg, mx, ix archsimd.Float64x8 }
+
+func (a *errAcc) vec512() errVec512 {
+	v := a.vec()
+	return errVec512{
+		sr: join(v.sr0, v.sr1), se: join(v.se0, v.se1), sa: join(v.sa0, v.sa1), dt: join(v.dt0, v.dt1),
+		sg: join(v.sg0, v.sg1), mx: join(v.mx0, v.mx1), ix: join(v.ix0, v.ix1),
+	}
+}
+
+func (a *errAcc) store512(v *errVec512) {
+	w := errVec{
+		sr0: v.sr.GetLo(), sr1: v.sr.GetHi(), se0: v.se.GetLo(), se1: v.se.GetHi(), sa0: v.sa.GetLo(), sa1: v.sa.GetHi(),
+		dt0: v.dt.GetLo(), dt1: v.dt.GetHi(), sg0: v.sg.GetLo(), sg1: v.sg.GetHi(), mx0: v.mx.GetLo(), mx1: v.mx.GetHi(),
+		ix0: v.ix.GetLo(), ix1: v.ix.GetHi(),
+	}
+	a.store(&w)
+}
+
+func join(lo, hi archsimd.Float64x4) archsimd.Float64x8 {
+	return archsimd.Float64x8{}.SetLo(lo).SetHi(hi)
+}
+
+var absMask64x8 = archsimd.BroadcastUint64x8(0x7fffffffffffffff)
+
+// step8 adds eight elements at indices idx.
+func (v *errVec512) step8(ref8, got8 archsimd.Float32x8, idx archsimd.Float64x8) {
+	r, g := ref8.ConvertToFloat64(), got8.ConvertToFloat64()
+	e := g.Sub(r)
+	ab := e.AsUint64x8().And(absMask64x8).AsFloat64x8()
+	v.sr = v.sr.Add(r.Mul(r))
+	v.se = v.se.Add(e.Mul(e))
+	v.sa = v.sa.Add(ab)
+	v.dt = v.dt.Add(r.Mul(g))
+	v.sg = v.sg.Add(g.Mul(g))
+	m := ab.Greater(v.mx)
+	v.mx = ab.Merge(v.mx, m)
+	v.ix = idx.Merge(v.ix, m)
+}
+
+var laneIdx8 = archsimd.LoadFloat64x8Slice([]float64{0, 1, 2, 3, 4, 5, 6, 7})
+
+func errLanesAVX512(a *errAcc, ref, got []float32) {
+	got = got[:len(ref)]
+	for a.n&7 != 0 && len(ref) > 0 {
+		a.add(ref[0], got[0])
+		ref, got = ref[1:], got[1:]
+	}
+	if len(ref) >= 8 {
+		v := a.vec512()
+		idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
+		eight := archsimd.BroadcastFloat64x8(8)
+		for len(ref) >= 8 {
+			v.step8(archsimd.LoadFloat32x8Slice(ref), archsimd.LoadFloat32x8Slice(got), idx)
+			idx = idx.Add(eight)
+			ref, got = ref[8:], got[8:]
+			a.n += 8
+		}
+		a.store512(&v)
+	}
+	for i, r := range ref {
+		a.add(r, got[i])
+	}
+}
+
+func errLanesInt4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
+	if a.n&7 != 0 {
+		errLanesInt4Scalar(a, ref, packed, scales, g)
+		return
+	}
+	v := a.vec512()
+	idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
+	eight := archsimd.BroadcastFloat64x8(8)
+	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
+	fifteen := archsimd.BroadcastUint32x8(15)
+	minus8 := bc(-8)
+	for k, s := range scales {
+		vs := bc(s)
+		x := ref[k*g : (k+1)*g]
+		p := packed[k*g/2 : (k+1)*g/2]
+		for j := 0; j+8 <= len(x); j += 8 {
+			w := uint32(p[j/2]) | uint32(p[j/2+1])<<8 | uint32(p[j/2+2])<<16 | uint32(p[j/2+3])<<24
+			nib := archsimd.BroadcastUint32x8(w).ShiftRight(shr).And(fifteen)
+			got := nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs)
+			v.step8(archsimd.LoadFloat32x8Slice(x[j:]), got, idx)
+			idx = idx.Add(eight)
+		}
+		a.n += int64(g)
+	}
+	a.store512(&v)
+}
+
+// candidatesPosAVX512 appends the positive candidates of candidates to dst (which has room for
+// len(p.Pos)+16 more) sixteen at a time: s_i = bf16(a·k_i) rounded as Float32ToBF16 does, kept
+// when s_i differs from s_(i-1) (s_(-1) = 0) and from sR. As the k_i rise, so do the s_i, and
+// "differs from the previous scale" is then exactly the scalar "differs from the last kept".
+func candidatesPosAVX512(dst []float32, a, sR float32, p *Int4Params) []float32 {
+	va, vsR := bc16(a), bc16(sR)
+	n := len(p.Pos)
+	out := len(dst)
+	dst = dst[:cap(dst)]
+	for i := 0; i < n; i += 16 {
+		s := roundBF16x16(archsimd.LoadFloat32x16Slice(p.posPad[1+i:]).Mul(va))
+		prev := roundBF16x16(archsimd.LoadFloat32x16Slice(p.posPad[i:]).Mul(va))
+		valid := archsimd.Mask32x16FromBits(uint16(uint32(1)<<min(16, n-i) - 1))
+		keep := s.NotEqual(prev).And(s.NotEqual(vsR)).And(valid)
+		s.Compress(keep).StoreSlice(dst[out : out+16])
+		out += bits.OnesCount16(keep.ToBits())
+	}
+	return dst[:out]
+}
+
+var (
+	bf16Round = archsimd.BroadcastUint32x16(0x7fff)
+	bf16One   = archsimd.BroadcastUint32x16(1)
+	bf16Keep  = archsimd.BroadcastUint32x16(0xffff0000)
+)
+
+// roundBF16x16 is safetensors.RoundBF16 for finite values: b + 0x7fff + (b>>16)&1, truncated.
+func roundBF16x16(v archsimd.Float32x16) archsimd.Float32x16 {
+	b := v.AsUint32x16()
+	return b.Add(bf16Round).Add(b.ShiftAllRight(16).And(bf16One)).And(bf16Keep).AsFloat32x16()
+}
