@@ -13,16 +13,16 @@
 //     float32 trick (v + 1.5·2^23) - 1.5·2^23, valid because levels are clamped to [-8, 7] first;
 //   - BF16 rounding is round-to-nearest-even of the float32 bit pattern (safetensors.RoundBF16);
 //   - divisions are IEEE divisions (CUDA __fdiv_rn), reciprocals are 1/s computed once per
-//     candidate scale (__frcp_rn).
-//
+//     candidate scale (__frcp_rn);
 //   - the float64 error sums of a slice (ErrorSums) use eight lanes the same way, every term
 //     exact in float64 before it is added.
 //
 // The scalar loops are the specification. Built with GOEXPERIMENT=simd (the Makefile sets it) on
-// amd64, the CPU backend runs the same loops as AVX2 vectors chosen at run time (SIMD names the
-// set in use; PDQ_NOSIMD=1 keeps the scalar loops): each vector lane performs the scalar
-// operations in the scalar order, so every output bit is the same, which simd_test.go and
-// FuzzSIMD check set against set.
+// amd64, the CPU backend runs the same loops as AVX2 or AVX-512 vectors chosen at run time by CPU
+// feature (SIMD names the set in use; PDQ_NOSIMD=1 keeps the scalar loops): each vector lane
+// performs the scalar operations in the scalar order, and the horizontal sums pair lanes as the
+// tree above does, so every output bit is the same, which simd_test.go and FuzzSIMD check set
+// against set.
 //
 // Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
 // maximum and report the first offending element instead of producing output.

@@ -17,12 +17,12 @@ type loopSet struct {
 	errMul     func(x []float32, s, inv float32) float32
 	// errMulBatch sets errs[i] = errMul(x, s[i], 1/s[i]) for every candidate scale.
 	errMulBatch func(x, s, errs []float32)
-	errDiv     func(x []float32, s float32) float32
-	errSumsMul func(x []float32, s, inv float32) (e, xq, qq float32)
-	errSumsDiv func(x []float32, s float32) (e, xq, qq float32)
-	packDiv    func(dst []byte, x []float32, s float32) GroupStats
-	packMul    func(dst []byte, x []float32, s, inv float32) GroupStats
-	wSums      func(x, w []float32, s, inv float32, div bool) (e, xq, qq float32)
+	errDiv      func(x []float32, s float32) float32
+	errSumsMul  func(x []float32, s, inv float32) (e, xq, qq float32)
+	errSumsDiv  func(x []float32, s float32) (e, xq, qq float32)
+	packDiv     func(dst []byte, x []float32, s float32) GroupStats
+	packMul     func(dst []byte, x []float32, s, inv float32) GroupStats
+	wSums       func(x, w []float32, s, inv float32, div bool) (e, xq, qq float32)
 	// errLanes adds the error sums of got against ref to the eight lane accumulators.
 	errLanes func(acc *errAcc, ref, got []float32)
 	// errLanesInt4 is errLanes with got = (nibble-8)·scale of packed levels, groups of g.
