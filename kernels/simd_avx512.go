@@ -17,6 +17,7 @@ var avx512Loops = func() loopSet {
 	s.errMulBatch = errMulBatchAVX512
 	s.errLanes = errLanesAVX512
 	s.errLanesInt4 = errLanesInt4AVX512
+	s.encodeE4M3 = encodeE4M3AVX512
 	return s
 }()
 
@@ -199,4 +200,28 @@ var (
 func roundBF16x16(v archsimd.Float32x16) archsimd.Float32x16 {
 	b := v.AsUint32x16()
 	return b.Add(bf16Round).Add(b.ShiftAllRight(16).And(bf16One)).And(bf16Keep).AsFloat32x16()
+}
+
+func bcu16(v uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(v) }
+
+// encodeE4M3AVX512 is encodeE4M3Scalar sixteen at a time: the IEEE division, then the three
+// cases of e4m3 (saturated or NaN, normal with round-to-nearest-even on the bit pattern,
+// subnormal through the float32 rounding trick) computed for every lane and selected by mask.
+func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
+	codes = codes[:len(src)]
+	vs := bc16(s)
+	for len(src) >= 16 {
+		b := archsimd.LoadFloat32x16Slice(src).Div(vs).AsUint32x16()
+		sign := b.ShiftAllRight(24).And(bcu16(0x80))
+		a := b.And(bcu16(0x7fffffff))
+		normal := a.Add(bcu16(0x7ffff)).Add(a.ShiftAllRight(20).And(bcu16(1))).ShiftAllRight(20).Sub(bcu16(120 << 3))
+		sub := a.AsFloat32x16().Mul(bc16(512)).Add(bc16(rne)).AsUint32x16().Sub(bcu16(0x4b400000))
+		ai := a.AsInt32x16()
+		code := normal.Merge(sub, ai.GreaterEqual(archsimd.BroadcastInt32x16(0x3c800000)))
+		big := bcu16(0x7e).Merge(bcu16(0x7f), ai.LessEqual(archsimd.BroadcastInt32x16(0x7f800000)))
+		code = big.Merge(code, ai.GreaterEqual(archsimd.BroadcastInt32x16(0x43e00000)))
+		code.Or(sign).TruncateToUint8().StoreSlice(codes)
+		src, codes = src[16:], codes[16:]
+	}
+	encodeE4M3Scalar(codes, src, s)
 }

@@ -241,6 +241,9 @@ func TestSIMDDecodeE4M3(t *testing.T) {
 				}
 			}
 			x := adversarial(rand.New(rand.NewPCG(9, 10)), 301, s)
+			for i := 0; i < len(x); i += 7 { // the e4m3 edges: saturation, NaN, the normal/subnormal boundary
+				x[i] = [...]float32{448, 464, -480, 1e30, 0x1p-6, 0x1p-7, 0x1.fp-7, 0x1p-10, float32(math.NaN()), float32(math.Inf(-1))}[i%10] * s
+			}
 			c1, c2 := make([]byte, len(x)), make([]byte, len(x))
 			set.encodeE4M3(c1, x, s)
 			encodeE4M3Scalar(c2, x, s)
@@ -346,4 +349,23 @@ func TestFirstNonFinite(t *testing.T) {
 		run(t)
 	})
 	withSIMD(t, func(t *testing.T, _ *loopSet) { run(t) })
+}
+
+// TestSIMDEncodeE4M3Sweep compares the FP8 encoders over a million float32 bit patterns spread
+// across the whole range (every sign, exponent and rounding case).
+func TestSIMDEncodeE4M3Sweep(t *testing.T) {
+	x := make([]float32, 0, 1<<20)
+	for b := uint64(0); b < 1<<32; b += 4093 {
+		x = append(x, math.Float32frombits(uint32(b)))
+	}
+	withSIMD(t, func(t *testing.T, set *loopSet) {
+		c1, c2 := make([]byte, len(x)), make([]byte, len(x))
+		set.encodeE4M3(c1, x, 1)
+		encodeE4M3Scalar(c2, x, 1)
+		for i := range c1 {
+			if c1[i] != c2[i] {
+				t.Fatalf("%#08x: %#02x, want %#02x", math.Float32bits(x[i]), c1[i], c2[i])
+			}
+		}
+	})
 }
