@@ -16,7 +16,7 @@ export CGO_ENABLED ?= 0
 # experiment the scalar loops build and give the same bytes.
 export GOEXPERIMENT ?= simd
 
-.PHONY: all build test test-short lint bench quality demo tools clean
+.PHONY: all build test test-short test-simd lint bench quality demo tools clean
 
 all: lint build test
 
@@ -28,6 +28,17 @@ build:
 test: tools
 	VERSITYGW=$(VERSITYGW) $(GO) test -timeout 30m $(PKGS)
 
+## test-simd: the golden hashes and the SIMD-against-scalar tests under every build the kernels
+## have: without the experiment (scalar only), GOAMD64=v1 and v3 (and v4 on an AVX-512 CPU), and
+## with the SIMD loops switched off at run time (PDQ_NOSIMD=1)
+SIMD_TESTS := -count=1 -run 'Golden|SIMD|Fused|NonFinite|NoAllocations' ./kernels ./quantize/convert
+test-simd:
+	GOEXPERIMENT= $(GO) test $(SIMD_TESTS)
+	GOAMD64=v1 $(GO) test $(SIMD_TESTS)
+	GOAMD64=v3 $(GO) test $(SIMD_TESTS)
+	if grep -qw avx512f /proc/cpuinfo; then GOAMD64=v4 $(GO) test $(SIMD_TESTS); fi
+	PDQ_NOSIMD=1 $(GO) test $(SIMD_TESTS)
+
 ## test-short: the fast tests only
 test-short:
 	$(GO) test -short $(PKGS)
@@ -38,7 +49,8 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## bench: codec, quantization and publishing benchmarks (one core, as the docs quote them)
+## bench: codec, quantization and publishing benchmarks (one core, as the docs quote them);
+## BenchmarkKernel* in ./kernels report every SIMD level side by side
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./safetensors ./quantize/... ./kernels/... ./publish/zipnn
 
