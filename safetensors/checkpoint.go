@@ -35,7 +35,8 @@ func (t *Tensor) Offset() int64 { return t.Shard.Header.DataStart + t.DataOffset
 // are read by Open; tensor data is read on demand with positioned reads, which are safe from
 // several goroutines at once.
 type Checkpoint struct {
-	Dir           string
+	Dir           string   // the directory of the shards (and of config.json and side files)
+	Opened        string   // the path Open was given: Dir, the index file or the one shard
 	Shards        []*Shard // sorted by name
 	IndexPath     string   // "" when the checkpoint has no index file
 	IndexMetadata map[string]any
@@ -61,7 +62,7 @@ func Open(path string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
-	c := &Checkpoint{files: map[*Shard]*os.File{}}
+	c := &Checkpoint{Opened: path, files: map[*Shard]*os.File{}}
 	var names []string
 	var ix *index
 	switch {

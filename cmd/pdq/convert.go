@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -133,8 +134,8 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 		fmt.Fprintln(os.Stderr)
 	}
 	if err != nil {
-		if isBadOptions(err) {
-			return usageError{err} // a run option (--prefill-mode)
+		if isBadOptions(err) || errors.Is(err, convert.ErrOverlapsSource) {
+			return usageError{err} // a run option (--prefill-mode) or an --out that overlaps SRC
 		}
 		return err
 	}
