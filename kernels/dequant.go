@@ -18,21 +18,30 @@ func (CPU) DequantizeInt4(dst []float32, packed []byte, scales []float32, rows, 
 	case len(scales) != n/g:
 		return shapeErr("scales", len(scales), n/g)
 	}
-	var lut [16]float32
 	for k, s := range scales {
-		for i := range lut {
-			lut[i] = float32(i-8) * s
-		}
-		d := dst[k*g : (k+1)*g]
-		p := packed[k*g/2 : (k+1)*g/2]
-		for len(d) >= 8 {
-			w := binary.LittleEndian.Uint32(p)
-			dd := d[:8:8]
-			for j := range 8 {
-				dd[j] = lut[w>>(4*j)&15]
-			}
-			d, p = d[8:], p[4:]
-		}
+		lut := int4LUT(s)
+		expandInt4(dst[k*g:(k+1)*g], packed[k*g/2:(k+1)*g/2], &lut)
 	}
 	return nil
+}
+
+// int4LUT returns the 16 values (nibble-8)·s of a group with scale s.
+func int4LUT(s float32) [16]float32 {
+	var lut [16]float32
+	for i := range lut {
+		lut[i] = float32(i-8) * s
+	}
+	return lut
+}
+
+// expandInt4 writes the values of the packed words p (len(d)/2 bytes) into d through lut.
+func expandInt4(d []float32, p []byte, lut *[16]float32) {
+	for len(d) >= 8 {
+		w := binary.LittleEndian.Uint32(p)
+		dd := d[:8:8]
+		for j := range 8 {
+			dd[j] = lut[w>>(4*j)&15]
+		}
+		d, p = d[8:], p[4:]
+	}
 }

@@ -1,9 +1,6 @@
 package kernels
 
-import (
-	"encoding/binary"
-	"math"
-)
+import "math"
 
 // The error sums of a slice (ErrorSums and its fused forms) use eight float64 lanes, like the
 // group sums use eight float32 lanes: element i of the slice goes to lane i%8, each lane adds its
@@ -73,20 +70,18 @@ func errLanesScalar(a *errAcc, ref, got []float32) {
 	}
 }
 
+// errLanesInt4Scalar is errLanes of ref against DequantizeInt4's values, expanded a few words
+// at a time into a stack buffer.
 func errLanesInt4Scalar(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
-	var lut [16]float32
+	var buf [256]float32
 	for k, s := range scales {
-		for i := range lut {
-			lut[i] = float32(i-8) * s
-		}
-		x := ref[k*g : (k+1)*g]
-		p := packed[k*g/2 : (k+1)*g/2]
-		for len(x) >= 8 {
-			w := binary.LittleEndian.Uint32(p)
-			for j := range 8 {
-				a.add(x[j], lut[w>>(4*j)&15])
-			}
-			x, p = x[8:], p[4:]
+		lut := int4LUT(s)
+		x, p := ref[k*g:(k+1)*g], packed[k*g/2:(k+1)*g/2]
+		for len(x) > 0 {
+			n := min(len(x), len(buf))
+			expandInt4(buf[:n], p[:n/2], &lut)
+			errLanesScalar(a, x[:n], buf[:n])
+			x, p = x[n:], p[n/2:]
 		}
 	}
 }

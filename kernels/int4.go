@@ -125,23 +125,15 @@ func candidates(dst, x []float32, a, sR float32, p *Int4Params) []float32 {
 		return signedCandidates(d, x, a, p)
 	}
 	var prev float32
-	n := len(dst)
-	dst = append(dst, p.Pos...) // room for every candidate, overwritten below
 	for _, k := range p.Pos {
 		s := safetensors.RoundBF16(a * k)
-		// The scales rise with k, so repeats come in runs a branch would mispredict: count
-		// them without one. prev is the last kept scale; s == sR is never kept.
-		dst[n] = s
-		keep := 0
-		if s != prev && s != sR {
-			keep = 1
+		if s == prev || s == sR {
+			continue
 		}
-		n += keep
-		if s != sR {
-			prev = s
-		}
+		prev = s
+		dst = append(dst, s)
 	}
-	return signedCandidates(dst[:n], x, a, p)
+	return signedCandidates(dst, x, a, p)
 }
 
 // signedCandidates appends the negative-scale candidates of candidates.

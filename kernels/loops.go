@@ -14,7 +14,6 @@ type loopSet struct {
 	name       string
 	absMaxBits func(x []float32) uint32
 	sumSq      func(x []float32) float32
-	errMul     func(x []float32, s, inv float32) float32
 	// errMulBatch sets errs[i] = errMul(x, s[i], 1/s[i]) for every candidate scale.
 	errMulBatch func(x, s, errs []float32)
 	errDiv      func(x []float32, s float32) float32
@@ -37,7 +36,6 @@ var scalarLoops = loopSet{
 	name:         "scalar",
 	absMaxBits:   absMaxBits,
 	sumSq:        sumSq,
-	errMul:       errMul,
 	errMulBatch:  errMulBatch,
 	errDiv:       errDiv,
 	errSumsMul:   errSumsMul,

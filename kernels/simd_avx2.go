@@ -20,7 +20,6 @@ var avx2Loops = loopSet{
 	name:         "avx2",
 	absMaxBits:   absMaxBitsAVX2,
 	sumSq:        sumSqAVX2,
-	errMul:       errMulAVX2,
 	errMulBatch:  errMulBatchAVX2,
 	errDiv:       errDivAVX2,
 	errSumsMul:   errSumsMulAVX2,
@@ -75,19 +74,6 @@ func sumSqAVX2(x []float32) float32 {
 	return hsum8(s)
 }
 
-func errMulAVX2(x []float32, s, inv float32) float32 {
-	vs, vi := bc(s), bc(inv)
-	var e archsimd.Float32x8
-	for len(x) >= 8 {
-		v := archsimd.LoadFloat32x8Slice(x)
-		q, _ := levelAVX2(v.Mul(vi))
-		d := v.Sub(q.Mul(vs))
-		e = e.Add(d.Mul(d))
-		x = x[8:]
-	}
-	return hsum8(e)
-}
-
 // hsum8 is sum8 without leaving the registers: horizontal adds pair the lanes exactly as
 // ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
 func hsum8(v archsimd.Float32x8) float32 {
@@ -125,11 +111,18 @@ func errDivAVX2(x []float32, s float32) float32 {
 }
 
 func errSumsMulAVX2(x []float32, s, inv float32) (e, xq, qq float32) {
+	return errSumsAVX2(x, s, inv, false)
+}
+
+func errSumsDivAVX2(x []float32, s float32) (e, xq, qq float32) { return errSumsAVX2(x, s, 0, true) }
+
+// errSumsAVX2 is errSumsDiv (div) or errSumsMul: squared error, Σx·q and Σq².
+func errSumsAVX2(x []float32, s, inv float32, div bool) (e, xq, qq float32) {
 	vs, vi := bc(s), bc(inv)
 	var ev, xv, qv archsimd.Float32x8
 	for len(x) >= 8 {
 		v := archsimd.LoadFloat32x8Slice(x)
-		q, _ := levelAVX2(v.Mul(vi))
+		q, _ := levelAVX2(scaled(v, vs, vi, div))
 		d := v.Sub(q.Mul(vs))
 		ev = ev.Add(d.Mul(d))
 		xv = xv.Add(v.Mul(q))
@@ -139,19 +132,12 @@ func errSumsMulAVX2(x []float32, s, inv float32) (e, xq, qq float32) {
 	return hsum8(ev), hsum8(xv), hsum8(qv)
 }
 
-func errSumsDivAVX2(x []float32, s float32) (e, xq, qq float32) {
-	vs := bc(s)
-	var ev, xv, qv archsimd.Float32x8
-	for len(x) >= 8 {
-		v := archsimd.LoadFloat32x8Slice(x)
-		q, _ := levelAVX2(v.Div(vs))
-		d := v.Sub(q.Mul(vs))
-		ev = ev.Add(d.Mul(d))
-		xv = xv.Add(v.Mul(q))
-		qv = qv.Add(q.Mul(q))
-		x = x[8:]
+// scaled is x/s for the RTN levels (div) and x·(1/s) for a searched scale.
+func scaled(v, vs, vi archsimd.Float32x8, div bool) archsimd.Float32x8 {
+	if div {
+		return v.Div(vs)
 	}
-	return hsum8(ev), hsum8(xv), hsum8(qv)
+	return v.Mul(vi)
 }
 
 // nibbleShifts places lane j's nibble at bits 4j..4j+3 of the packed word.
@@ -169,12 +155,7 @@ func packAVX2(dst []byte, x []float32, s, inv float32, div bool) GroupStats {
 	var clip int
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/4)
 	step := func(v archsimd.Float32x8) archsimd.Uint32x8 {
-		var f archsimd.Float32x8
-		if div {
-			f = v.Div(vs)
-		} else {
-			f = v.Mul(vi)
-		}
+		f := scaled(v, vs, vi, div)
 		clip += bits.OnesCount8(f.GreaterEqual(hi).Or(f.Less(lo)).ToBits())
 		q, r := levelAVX2(f)
 		d := v.Sub(q.Mul(vs))
@@ -222,13 +203,7 @@ func wSumsAVX2(x, w []float32, s, inv float32, div bool) (e, xq, qq float32) {
 	w = w[:len(x)]
 	for len(x) >= 8 {
 		v, wi := archsimd.LoadFloat32x8Slice(x), archsimd.LoadFloat32x8Slice(w)
-		var f archsimd.Float32x8
-		if div {
-			f = v.Div(vs)
-		} else {
-			f = v.Mul(vi)
-		}
-		q, _ := levelAVX2(f)
+		q, _ := levelAVX2(scaled(v, vs, vi, div))
 		d := v.Sub(q.Mul(vs))
 		ev = ev.Add(wi.Mul(d.Mul(d)))
 		xv = xv.Add(wi.Mul(v).Mul(q))
