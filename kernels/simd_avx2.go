@@ -343,7 +343,8 @@ func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32,
 
 // decodeE4M3AVX2 decodes e4m3fn codes without a table: the seven magnitude bits placed at bit
 // 20 form a float32 whose value times 2^120 is the e4m3 value, normal or subnormal, exactly;
-// 0x7F (NaN) is patched in, then the sign is or-ed in and the product with s rounded once.
+// the sign is or-ed in, then both NaN codes become the positive quiet NaN the scalar table holds
+// (so a NaN keeps no sign through a decode and re-encode), and the product with s is rounded once.
 func decodeE4M3AVX2(dst []float32, codes []byte, s float32) {
 	dst = dst[:len(codes)]
 	vs := bc(s)
@@ -361,6 +362,6 @@ func decodeE4M3AVX2(dst []float32, codes []byte, s float32) {
 func decode8(c, m7f, nan archsimd.Uint32x8, p120 archsimd.Float32x8) archsimd.Float32x8 {
 	mag := c.And(m7f)
 	f := mag.ShiftAllLeft(20).AsFloat32x8().Mul(p120).AsUint32x8()
-	f = nan.Merge(f, mag.Equal(m7f))
-	return f.Or(c.ShiftAllRight(7).ShiftAllLeft(31)).AsFloat32x8()
+	f = f.Or(c.ShiftAllRight(7).ShiftAllLeft(31))
+	return nan.Merge(f, mag.Equal(m7f)).AsFloat32x8()
 }
