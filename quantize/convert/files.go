@@ -21,6 +21,9 @@ func (r *runner) copySource(ctx context.Context) error {
 	}
 	for _, s := range r.plan.Source.Shards {
 		key := "prefill/" + s.Name
+		if r.own != nil && !r.own[key] {
+			continue // another part's
+		}
 		r.jmu.Lock()
 		_, done := r.journal.Shards[key]
 		r.jmu.Unlock()

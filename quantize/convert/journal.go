@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,7 @@ type finishedShard struct {
 // appended and synced as each shard completes, so recording a shard costs its own line only. A
 // line torn by a crash ends the journal: the shards after it are redone.
 type journal struct {
+	name   string // the file name in the output directory: JournalName, or a part's
 	PlanID string
 	Shards map[string]*finishedShard
 }
@@ -46,10 +48,10 @@ type journalHead struct {
 	PlanID string `json:"plan_id"`
 }
 
-// loadJournal reads the journal; a missing file is an empty journal.
-func loadJournal(dir string) (*journal, error) {
-	j := &journal{Shards: map[string]*finishedShard{}}
-	b, err := os.ReadFile(filepath.Join(dir, JournalName))
+// loadJournal reads the journal file name in dir; a missing file is an empty journal.
+func loadJournal(dir, name string) (*journal, error) {
+	j := &journal{name: name, Shards: map[string]*finishedShard{}}
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return j, nil
 	}
@@ -59,7 +61,7 @@ func loadJournal(dir string) (*journal, error) {
 	lines := bytes.Split(b, []byte("\n"))
 	var head journalHead
 	if err := json.Unmarshal(lines[0], &head); err != nil {
-		return nil, fmt.Errorf("convert: %s: %w (delete it or use --force to start over)", filepath.Join(dir, JournalName), err)
+		return nil, fmt.Errorf("convert: %s: %w (delete it or use --force to start over)", filepath.Join(dir, name), err)
 	}
 	j.PlanID = head.PlanID
 	for _, line := range lines[1:] {
@@ -93,7 +95,7 @@ func (j *journal) save(dir string) error {
 			return err
 		}
 	}
-	return writeFileAtomic(filepath.Join(dir, JournalName), buf.Bytes())
+	return writeFileAtomic(filepath.Join(dir, j.name), buf.Bytes())
 }
 
 // add records a finished shard: in memory, and as one appended, synced line on disk.
@@ -105,7 +107,7 @@ func (j *journal) add(dir, key string, fs *finishedShard) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, JournalName), os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(filepath.Join(dir, j.name), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("convert: journal: %w", err)
 	}
@@ -122,14 +124,18 @@ func (j *journal) add(dir, key string, fs *finishedShard) error {
 	return nil
 }
 
-// verifyJournal drops journal entries whose file is missing or differs from what was recorded.
-func verifyJournal(dir string, j *journal) error {
+// verifyJournal drops journal entries whose file is missing or differs from what was recorded;
+// it stops between files when ctx is cancelled.
+func verifyJournal(ctx context.Context, dir string, j *journal) error {
 	keys := make([]string, 0, len(j.Shards))
 	for k := range j.Shards {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		fs := j.Shards[k]
 		size, sum, err := hashFile(filepath.Join(dir, filepath.FromSlash(k)))
 		if err != nil || size != fs.Size || sum != fs.SHA256 {

@@ -30,10 +30,10 @@ func (r *runner) moduleRecords(mi int) {
 		r.records[kind+"\x00"+tensor] = []record{rec}
 		r.jmu.Unlock()
 	}
-	if r.prefill != nil && m.Prefill == SchemeFP8Block {
+	if r.emits[mi][0] && m.Prefill == SchemeFP8Block {
 		add("prefill", m.Prefill, m.Name+".weight", func(x *slabResult) *quantize.Metrics { return &x.prefill }, false)
 	}
-	if r.decode != nil {
+	if r.emits[mi][1] {
 		switch m.Decode {
 		case SchemeInt4:
 			add("decode", m.Decode, m.Name+".weight_packed", func(x *slabResult) *quantize.Metrics { return &x.decode }, true)

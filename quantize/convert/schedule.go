@@ -13,10 +13,12 @@ func (r *runner) convert(ctx context.Context) error {
 	p := r.plan
 	r.results = make([][]slabResult, len(p.Modules))
 	r.left = make([]atomic.Int32, len(p.Modules))
+	r.emits = make([][2]bool, len(p.Modules))
 	var slabs []*slab
 	for mi, m := range p.Modules {
-		if r.moduleFinished(m) {
-			continue
+		r.emits[mi] = [2]bool{r.pending(r.prefill, m), r.pending(r.decode, m)}
+		if r.emits[mi] == [2]bool{} {
+			continue // every tensor of m is in a shard finished earlier or written by another part
 		}
 		rows, _ := rowsOf(m)
 		step := slabRows(m)
@@ -109,19 +111,18 @@ func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab) err
 	return nil
 }
 
-// moduleFinished reports whether every output tensor of m is in a shard finished by an earlier run.
-func (r *runner) moduleFinished(m *Module) bool {
-	for _, set := range []*shardSet{r.prefill, r.decode} {
-		if set == nil {
-			continue
-		}
-		for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
-			if !set.finished(spec.Name) {
-				return false
-			}
+// pending reports whether some output tensor of m lies in a shard of set that this run still
+// writes; a module none of whose tensors is pending is not read at all.
+func (r *runner) pending(set *shardSet, m *Module) bool {
+	if set == nil {
+		return false
+	}
+	for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
+		if !set.finished(spec.Name) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // slabDone records progress and, after a module's last slab, its report rows and shard completions.

@@ -19,12 +19,14 @@ type shardSet struct {
 	done      []bool // finished (this run or an earlier one)
 }
 
-func newShardSet(out *Output, dir string, j *journal) *shardSet {
+// newShardSet starts the writers of out in dir. Shards in journal j are finished; with own not
+// nil, so are the shards whose keys it lacks (another part writes them): writes to either are dropped.
+func newShardSet(out *Output, dir string, j *journal, own map[string]bool) *shardSet {
 	s := &shardSet{out: out, dir: dir, writers: make([]*safetensors.Writer, len(out.Shards)),
 		remaining: make([]int, len(out.Shards)), done: make([]bool, len(out.Shards))}
 	for i, sh := range out.Shards {
 		s.remaining[i] = len(sh.Specs)
-		if _, ok := j.Shards[s.key(i)]; ok {
+		if _, ok := j.Shards[s.key(i)]; ok || own != nil && !own[s.key(i)] {
 			s.done[i] = true
 		}
 	}
