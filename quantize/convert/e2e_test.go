@@ -566,7 +566,7 @@ func checkPlanSizes(t *testing.T, p *convert.Plan, out string, rep *convert.Repo
 		if o == nil {
 			continue
 		}
-		dir := filepath.Join(out, o.Kind)
+		dir := filepath.Join(out, string(o.Kind))
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)

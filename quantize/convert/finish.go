@@ -25,7 +25,7 @@ func (r *runner) finish() (*Report, error) {
 		if out == nil {
 			continue
 		}
-		dir := filepath.Join(r.dir, out.Kind)
+		dir := filepath.Join(r.dir, string(out.Kind))
 		// Side files, then config.json, then the index: an output with an index is complete.
 		if err := copySideFiles(p.Source.Dir, dir); err != nil {
 			return nil, err

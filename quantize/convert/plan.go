@@ -50,7 +50,7 @@ type Options struct {
 	Targets       string          // regex over module names selecting INT4 modules (default DefaultTargets)
 	Ignore        string          // regex over module names kept out of every quantization
 	DecodeDense   string          // "bf16" (default) or "fp8": what the decode checkpoint keeps for non-target Linears
-	Only          string          // "", "prefill" or "decode"
+	Only          OutputKind      // "" (both), KindPrefill or KindDecode
 	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
 	OnUnsupported string          // "error" (default) or "skip": keep unsupported targets dense and list them
 
@@ -115,7 +115,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
 	case o.DecodeDense != "bf16" && o.DecodeDense != "fp8":
 		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
-	case o.Only != "" && o.Only != "prefill" && o.Only != "decode":
+	case o.Only != "" && o.Only != KindPrefill && o.Only != KindDecode:
 		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
 	case o.OnUnsupported != "error" && o.OnUnsupported != "skip":
 		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
@@ -146,7 +146,7 @@ type Module struct {
 
 // Output is the planned layout of one output checkpoint.
 type Output struct {
-	Kind   string // "prefill" or "decode"
+	Kind   OutputKind
 	Shards []safetensors.ShardPlan
 	// CopySource: the output is the source's shard files unchanged (FP8 source prefill).
 	CopySource bool
@@ -218,12 +218,12 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	if err := p.planCalib(); err != nil {
 		return nil, err
 	}
-	if o.Only != "decode" {
+	if o.Only != KindDecode {
 		if p.Prefill, err = p.planPrefill(); err != nil {
 			return nil, err
 		}
 	}
-	if o.Only != "prefill" {
+	if o.Only != KindPrefill {
 		if p.Decode, err = p.planDecode(); err != nil {
 			return nil, err
 		}
@@ -276,7 +276,7 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 				if m.Scale == nil {
 					return fmt.Errorf("convert: %s: tensor %q: %w (want %s.weight_scale_inv)", t.Shard.Name, t.Name, ErrMissingScale, module)
 				}
-				if !(fp8Source && p.Options.Only == "prefill") && !isChannelScale(m) && !isBlockScale(m) {
+				if !(fp8Source && p.Options.Only == KindPrefill) && !isChannelScale(m) && !isBlockScale(m) {
 					return fmt.Errorf("convert: %s: tensor %q: %w: FP8 scale shape %v (want [%d, 1] per channel or [%d, %d] for %dx%d blocks)",
 						m.Scale.Shard.Name, m.Scale.Name, ErrUnsupported, m.Scale.Shape, m.Rows, ceilDiv(int64(m.Rows), FP8BlockSize), ceilDiv(int64(m.Cols), FP8BlockSize), FP8BlockSize, FP8BlockSize)
 				}
@@ -310,10 +310,7 @@ func (p *Plan) skipSiblings() {
 		}
 		m.Skipped = "kept with " + cause + " (one scheme per expert)"
 		p.Skipped = append(p.Skipped, m.Name+": "+m.Skipped)
-		m.Decode = SchemeCopy
-		if m.Weight.DType == safetensors.F8E4M3 {
-			m.Decode = SchemeBF16
-		}
+		m.Decode = m.denseFallback()
 	}
 }
 
@@ -343,10 +340,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 	// Decode: targets to INT4, the rest per --decode-dense.
 	switch {
 	case ignored:
-		m.Decode = SchemeCopy
-		if fp8 {
-			m.Decode = SchemeBF16
-		}
+		m.Decode = m.denseFallback()
 	case isTarget:
 		m.Decode = SchemeInt4
 		g := o.group(m.Cols)
@@ -365,10 +359,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 			}
 			m.Skipped = why
 			p.Skipped = append(p.Skipped, m.Name+": "+why)
-			m.Decode = SchemeCopy
-			if fp8 {
-				m.Decode = SchemeBF16
-			}
+			m.Decode = m.denseFallback()
 		}
 	case o.DecodeDense == "fp8":
 		m.Decode = SchemeFP8Block
@@ -376,10 +367,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 			m.Decode = SchemeFP8Keep
 		}
 	default:
-		m.Decode = SchemeCopy
-		if fp8 {
-			m.Decode = SchemeBF16
-		}
+		m.Decode = m.denseFallback()
 	}
 	if fp8 && m.Decode == SchemeFP8Keep && !isBlockScale(m) {
 		m.Decode = SchemeBF16 // per-channel FP8 has no block form to keep
@@ -395,38 +383,31 @@ func isBlockScale(m *Module) bool {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// OutputSpecs returns the tensors module m contributes to an output ("prefill" or "decode").
-func (p *Plan) OutputSpecs(m *Module, kind string) []safetensors.TensorSpec {
-	scheme := m.Decode
-	if kind == "prefill" {
-		scheme = m.Prefill
-	}
+// OutputSpecs returns the tensors module m contributes to output kind.
+func (p *Plan) OutputSpecs(m *Module, kind OutputKind) []safetensors.TensorSpec {
+	scheme := m.scheme(kind)
 	n, k := int64(m.Rows), int64(m.Cols)
 	w := m.Weight
 	switch scheme {
 	case SchemeInt4:
 		g := int64(p.Options.group(m.Cols))
 		return []safetensors.TensorSpec{
-			{Name: m.Name + ".weight_packed", DType: safetensors.I32, Shape: []int64{n, k / 8}},
-			{Name: m.Name + ".weight_scale", DType: safetensors.BF16, Shape: []int64{n, k / g}},
-			{Name: m.Name + ".weight_shape", DType: safetensors.I64, Shape: []int64{2}},
+			{Name: m.Name + suffixPacked, DType: safetensors.I32, Shape: []int64{n, k / 8}},
+			{Name: m.Name + suffixScale, DType: safetensors.BF16, Shape: []int64{n, k / g}},
+			{Name: m.Name + suffixWeightShape, DType: safetensors.I64, Shape: []int64{2}},
 		}
 	case SchemeFP8Block:
-		scale := ".weight_scale_inv" // DeepSeek-style prefill
-		if kind == "decode" {
-			scale = ".weight_scale" // compressed-tensors naming
-		}
 		return []safetensors.TensorSpec{
-			{Name: m.Name + ".weight", DType: safetensors.F8E4M3, Shape: []int64{n, k}},
-			{Name: m.Name + scale, DType: safetensors.F32, Shape: []int64{ceilDiv(n, FP8BlockSize), ceilDiv(k, FP8BlockSize)}},
+			{Name: m.Name + suffixWeight, DType: safetensors.F8E4M3, Shape: []int64{n, k}},
+			{Name: m.fp8ScaleName(kind), DType: safetensors.F32, Shape: []int64{ceilDiv(n, FP8BlockSize), ceilDiv(k, FP8BlockSize)}},
 		}
 	case SchemeFP8Keep:
 		return []safetensors.TensorSpec{
-			{Name: m.Name + ".weight", DType: safetensors.F8E4M3, Shape: w.Shape},
-			{Name: m.Name + ".weight_scale", DType: m.Scale.DType, Shape: m.Scale.Shape},
+			{Name: m.Name + suffixWeight, DType: safetensors.F8E4M3, Shape: w.Shape},
+			{Name: m.Name + suffixScale, DType: m.Scale.DType, Shape: m.Scale.Shape},
 		}
 	case SchemeBF16:
-		return []safetensors.TensorSpec{{Name: m.Name + ".weight", DType: safetensors.BF16, Shape: w.Shape}}
+		return []safetensors.TensorSpec{{Name: m.Name + suffixWeight, DType: safetensors.BF16, Shape: w.Shape}}
 	}
 	specs := []safetensors.TensorSpec{{Name: w.Name, DType: w.DType, Shape: w.Shape}}
 	if m.Scale != nil { // an FP8 module copied whole (prefill of an FP8 source is a file copy, so decode only)
@@ -435,7 +416,7 @@ func (p *Plan) OutputSpecs(m *Module, kind string) []safetensors.TensorSpec {
 	return specs
 }
 
-func (p *Plan) planOutput(kind string) (*Output, error) {
+func (p *Plan) planOutput(kind OutputKind) (*Output, error) {
 	specs := make([]safetensors.TensorSpec, 0, 3*len(p.Modules))
 	for _, m := range p.Modules {
 		specs = append(specs, p.OutputSpecs(m, kind)...)
@@ -456,9 +437,9 @@ func (p *Plan) planOutput(kind string) (*Output, error) {
 
 func (p *Plan) planPrefill() (*Output, error) {
 	if l := p.Layout.Layout; l == rules.LayoutFP8Block || l == rules.LayoutCTFP8 {
-		return &Output{Kind: "prefill", CopySource: true, Config: p.Config}, nil
+		return &Output{Kind: KindPrefill, CopySource: true, Config: p.Config}, nil
 	}
-	out, err := p.planOutput("prefill")
+	out, err := p.planOutput(KindPrefill)
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +448,7 @@ func (p *Plan) planPrefill() (*Output, error) {
 }
 
 func (p *Plan) planDecode() (*Output, error) {
-	out, err := p.planOutput("decode")
+	out, err := p.planOutput(KindDecode)
 	if err != nil {
 		return nil, err
 	}
@@ -476,13 +457,10 @@ func (p *Plan) planDecode() (*Output, error) {
 }
 
 // Counts returns, per role and scheme, the number of modules of an output.
-func (p *Plan) Counts(kind string) map[string]map[string]int {
+func (p *Plan) Counts(kind OutputKind) map[string]map[string]int {
 	c := map[string]map[string]int{}
 	for _, m := range p.Modules {
-		s := m.Decode
-		if kind == "prefill" {
-			s = m.Prefill
-		}
+		s := m.scheme(kind)
 		if c[string(m.Role)] == nil {
 			c[string(m.Role)] = map[string]int{}
 		}

@@ -130,9 +130,9 @@ var (
 )
 
 // newTensorReport fills the identity fields of a report row for module m.
-func newTensorReport(output string, m *Module, tensor string, scheme Scheme, metrics quantize.Metrics) TensorReport {
+func newTensorReport(output OutputKind, m *Module, tensor string, scheme Scheme, metrics quantize.Metrics) TensorReport {
 	r := TensorReport{
-		Output: output, Module: m.Name, Tensor: tensor, Role: string(m.Role), Scheme: string(scheme),
+		Output: string(output), Module: m.Name, Tensor: tensor, Role: string(m.Role), Scheme: string(scheme),
 		Shape: m.Weight.Shape, SourceDType: string(m.Weight.DType), Layer: -1, Expert: -1,
 	}
 	if sm := reLayer.FindStringSubmatch(m.Name); sm != nil {

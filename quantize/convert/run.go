@@ -50,7 +50,7 @@ type runner struct {
 	jmu             sync.Mutex
 	results         [][]slabResult
 	left            []atomic.Int32 // slabs left per module
-	records         map[string][]record
+	records         map[recordKey][]record
 	done            atomic.Int64
 	total           int64
 	budget          *budget
@@ -169,15 +169,15 @@ func (ro *RunOptions) defaults() error {
 // newRunner sets up the state of a run over journal j; own, when not nil, holds the journal
 // keys of the files this run may write (a part's), the rest count as written by others.
 func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bool) (*runner, error) {
-	r := &runner{plan: p, ro: ro, dir: dir, journal: j, own: own, records: map[string][]record{}, budget: newBudget(ro.MaxMemory)}
+	r := &runner{plan: p, ro: ro, dir: dir, journal: j, own: own, records: map[recordKey][]record{}, budget: newBudget(ro.MaxMemory)}
 	for _, out := range []*Output{p.Prefill, p.Decode} {
 		if out == nil || out.CopySource {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Join(dir, out.Kind), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, string(out.Kind)), 0o755); err != nil {
 			return nil, fmt.Errorf("convert: %w", err)
 		}
-		set := newShardSet(out, filepath.Join(dir, out.Kind), j, own)
+		set := newShardSet(out, filepath.Join(dir, string(out.Kind)), j, own)
 		if out.Kind == "prefill" {
 			r.prefill = set
 		} else {
@@ -186,7 +186,7 @@ func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bo
 	}
 	for _, fs := range j.Shards {
 		for _, rec := range fs.Records {
-			k := rec.Row.Output + "\x00" + rec.Row.Tensor
+			k := recordKey{OutputKind(rec.Row.Output), rec.Row.Tensor}
 			r.records[k] = append(r.records[k], rec)
 		}
 	}

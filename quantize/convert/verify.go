@@ -63,13 +63,13 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 	if err != nil {
 		return nil, err
 	}
-	v.Output = kind
+	v.Output = string(kind)
 	p, err := NewPlan(src, srcCfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("convert: verify: re-plan: %w", err)
 	}
 	o := p.Decode
-	if kind == "prefill" {
+	if kind == KindPrefill {
 		o = p.Prefill
 	}
 	if o.CopySource {
@@ -90,11 +90,11 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 
 // optionsFromOutput reads what a conversion did from the output itself: which modules are INT4,
 // FP8 or dense, and the group size from config.json.
-func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options, string, error) {
+func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options, OutputKind, error) {
 	o := Options{TargetSet: map[string]bool{}, IgnoreSet: map[string]bool{}, OnUnsupported: "skip"}
 	qc, _ := cfg["quantization_config"].(map[string]any)
 	method, _ := qc["quant_method"].(string)
-	kind := "prefill"
+	kind := KindPrefill
 	names := map[string]bool{}
 	for _, t := range out.Tensors() {
 		names[t.Name] = true
@@ -104,7 +104,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 	}
 	switch method {
 	case "compressed-tensors":
-		kind = "decode"
+		kind = KindDecode
 		o.DecodeDense = "bf16"
 		groups, _ := qc["config_groups"].(map[string]any)
 		for _, g := range groups {
@@ -128,7 +128,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 		if o.DecodeDense == "fp8" {
 			// Linears left dense beside an FP8 group were ignored on purpose.
 			for _, t := range out.Tensors() {
-				if m, suffix := rules.ModuleOf(t.Name); suffix == "weight" && len(t.Shape) == 2 && t.DType != safetensors.F8E4M3 && !names[m+".weight_packed"] {
+				if m, suffix := rules.ModuleOf(t.Name); suffix == "weight" && len(t.Shape) == 2 && t.DType != safetensors.F8E4M3 && !names[m+suffixPacked] {
 					o.IgnoreSet[m] = true
 				}
 			}
@@ -139,12 +139,12 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 				o.IgnoreSet[m] = true
 			}
 		}
-		o.Only = "prefill"
+		o.Only = KindPrefill
 	default:
 		return o, "", fmt.Errorf("convert: verify: %s: config.json has no quantization_config of a pdq output (quant_method %q)", out.Dir, method)
 	}
-	if kind == "decode" {
-		o.Only = "decode"
+	if kind == KindDecode {
+		o.Only = KindDecode
 	}
 	return o, kind, nil
 }
@@ -198,7 +198,7 @@ func verifyLayout(v *VerifyResult, p *Plan, o *Output, out *safetensors.Checkpoi
 }
 
 // verifyValues recomputes the metrics of every converted module, and checks copies byte for byte.
-func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind string, out *safetensors.Checkpoint, workers int) error {
+func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind OutputKind, out *safetensors.Checkpoint, workers int) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -249,7 +249,7 @@ func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind string, ou
 			continue
 		}
 		rep.Tensors = append(rep.Tensors, r.rec.Row)
-		k := [3]string{kind, r.rec.Row.Role, r.rec.Row.Scheme}
+		k := [3]string{string(kind), r.rec.Row.Role, r.rec.Row.Scheme}
 		if sums[k] == nil {
 			sums[k] = &roleAcc{}
 		}
@@ -261,11 +261,8 @@ func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind string, ou
 }
 
 // verifyModule reads one module from source and output and measures it.
-func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *safetensors.Checkpoint) (*record, string, error) {
-	scheme := m.Decode
-	if kind == "prefill" {
-		scheme = m.Prefill
-	}
+func verifyModule(ctx context.Context, p *Plan, kind OutputKind, m *Module, out *safetensors.Checkpoint) (*record, string, error) {
+	scheme := m.scheme(kind)
 	src := p.Source
 	read := func(ck *safetensors.Checkpoint, name string) ([]byte, error) {
 		t := ck.Tensor(name)
@@ -310,16 +307,15 @@ func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *saf
 		return nil, "", fmt.Errorf("convert: verify: %s: %w", m.describe(), err)
 	}
 	got := make([]float32, len(vals))
-	var tensor string
+	tensor := m.valueTensor(kind)
 	switch scheme {
 	case SchemeInt4:
-		tensor = m.Name + ".weight_packed"
 		packed, err := read(out, tensor)
 		if err != nil {
 			return nil, "", err
 		}
-		st := out.Tensor(m.Name + ".weight_scale")
-		scales, err := read(out, m.Name+".weight_scale")
+		st := out.Tensor(m.Name + suffixScale)
+		scales, err := read(out, m.Name+suffixScale)
 		if err != nil {
 			return nil, "", err
 		}
@@ -327,24 +323,19 @@ func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *saf
 		if err := quantize.DequantizeInt4(got, packed, scales, st.DType, m.Rows, m.Cols, g); err != nil {
 			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
 		}
-		shape, err := read(out, m.Name+".weight_shape")
+		shape, err := read(out, m.Name+suffixWeightShape)
 		if err != nil {
 			return nil, "", err
 		}
-		if prob := checkShape(shape, out.Tensor(m.Name+".weight_shape").DType, m); prob != "" {
+		if prob := checkShape(shape, out.Tensor(m.Name+suffixWeightShape).DType, m); prob != "" {
 			return nil, prob, nil
 		}
 	case SchemeFP8Block:
-		tensor = m.Name + ".weight"
 		data, err := read(out, tensor)
 		if err != nil {
 			return nil, "", err
 		}
-		scaleName := m.Name + ".weight_scale_inv"
-		if kind == "decode" {
-			scaleName = m.Name + ".weight_scale"
-		}
-		sb, err := read(out, scaleName)
+		sb, err := read(out, m.fp8ScaleName(kind))
 		if err != nil {
 			return nil, "", err
 		}
@@ -356,7 +347,6 @@ func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *saf
 			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
 		}
 	case SchemeBF16:
-		tensor = m.Name + ".weight"
 		b, err := read(out, tensor)
 		if err != nil {
 			return nil, "", err
@@ -379,10 +369,10 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 	case safetensors.I32:
 		n, k = int64(int32(leU32(b))), int64(int32(leU32(b[4:])))
 	default:
-		return fmt.Sprintf("tensor %q: dtype %s, want I64", m.Name+".weight_shape", dt)
+		return fmt.Sprintf("tensor %q: dtype %s, want I64", m.Name+suffixWeightShape, dt)
 	}
 	if n != int64(m.Rows) || k != int64(m.Cols) {
-		return fmt.Sprintf("tensor %q holds [%d, %d], want [%d, %d]", m.Name+".weight_shape", n, k, m.Rows, m.Cols)
+		return fmt.Sprintf("tensor %q holds [%d, %d], want [%d, %d]", m.Name+suffixWeightShape, n, k, m.Rows, m.Cols)
 	}
 	return ""
 }

@@ -157,12 +157,12 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 	}
 	res := &r.results[s.mi][s.si]
 	if emits[0] {
-		if err := wk.emit(ctx, r.prefill, "prefill", m.Prefill, m, s, vals, &res.prefill, nil); err != nil {
+		if err := wk.emit(ctx, r.prefill, KindPrefill, m, s, vals, &res.prefill, nil); err != nil {
 			return err
 		}
 	}
 	if emits[1] {
-		if err := wk.emit(ctx, r.decode, "decode", m.Decode, m, s, vals, &res.decode, res); err != nil {
+		if err := wk.emit(ctx, r.decode, KindDecode, m, s, vals, &res.decode, res); err != nil {
 			return err
 		}
 	}
@@ -170,7 +170,8 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 }
 
 // emit writes one output's tensors for a slab and measures what was written.
-func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme Scheme, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
+func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
+	scheme := m.scheme(kind)
 	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
 	_, rowBytes := rowsOf(m)
@@ -184,16 +185,16 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 		}
 		return nil
 	case SchemeFP8Keep:
-		if err := set.write(m.Name+".weight", int64(s.r0)*rowBytes, s.raw); err != nil {
+		if err := set.write(m.Name+suffixWeight, int64(s.r0)*rowBytes, s.raw); err != nil {
 			return err
 		}
-		return wk.writeScaleRows(set, m.Name+".weight_scale", m, s)
+		return wk.writeScaleRows(set, m.Name+suffixScale, m, s)
 	case SchemeBF16:
 		out := make([]byte, 2*len(vals))
 		if err := safetensors.EncodeFloat32(out, vals, safetensors.BF16); err != nil {
 			return err
 		}
-		if err := set.write(m.Name+".weight", base*2, out); err != nil {
+		if err := set.write(m.Name+suffixWeight, base*2, out); err != nil {
 			return err
 		}
 		wk.deq = grow(wk.deq, len(vals))
@@ -205,11 +206,8 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 		if err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
-		name := m.Name + ".weight_scale_inv"
-		if kind == "decode" {
-			name = m.Name + ".weight_scale"
-		}
-		if err := set.write(m.Name+".weight", base, q.Data); err != nil {
+		name := m.fp8ScaleName(kind)
+		if err := set.write(m.Name+suffixWeight, base, q.Data); err != nil {
 			return err
 		}
 		sb := make([]byte, 4*len(q.ScaleInv))
@@ -241,17 +239,17 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	if err != nil {
 		return fmt.Errorf("convert: %s: %w", m.describe(), err)
 	}
-	if err := set.write(m.Name+".weight_packed", int64(s.r0)*int64(m.Cols/8)*4, q.Packed); err != nil {
+	if err := set.write(m.Name+suffixPacked, int64(s.r0)*int64(m.Cols/8)*4, q.Packed); err != nil {
 		return err
 	}
-	if err := set.write(m.Name+".weight_scale", int64(s.r0)*int64(m.Cols/g)*2, q.Scales); err != nil {
+	if err := set.write(m.Name+suffixScale, int64(s.r0)*int64(m.Cols/g)*2, q.Scales); err != nil {
 		return err
 	}
 	if s.r0 == 0 {
 		shape := make([]byte, 16)
 		binary.LittleEndian.PutUint64(shape, uint64(m.Rows))
 		binary.LittleEndian.PutUint64(shape[8:], uint64(m.Cols))
-		if err := set.write(m.Name+".weight_shape", 0, shape); err != nil {
+		if err := set.write(m.Name+suffixWeightShape, 0, shape); err != nil {
 			return err
 		}
 	}
