@@ -114,8 +114,8 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 		}
 	}
 	ro := convert.RunOptions{
-		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: o.prefillMode, Resume: o.resume,
-		Force: o.force, Backend: backend, Device: device, Tool: "pdq " + version, Part: part,
+		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: o.prefillMode, Existing: o.existing(),
+		Backend: backend, Device: device, Tool: "pdq " + version, Part: part,
 	}
 	var bar *progressbar.ProgressBar
 	if !o.quiet && !o.asJSON && stderrIsTerminal() {
@@ -169,6 +169,17 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 		printReportSummary(w, rep, o.out)
 	}
 	return checkSQNRFloor(rep, o.failSQNRBelow)
+}
+
+// existing maps --resume and --force to what the conversion does with a non-empty DIR.
+func (o *convertOptions) existing() convert.Existing {
+	switch {
+	case o.force:
+		return convert.Restart
+	case o.resume:
+		return convert.Resume
+	}
+	return convert.Refuse
 }
 
 // checkSQNRFloor fails when an INT4 tensor is below the floor, listing the offenders.

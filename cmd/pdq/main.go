@@ -116,6 +116,9 @@ func main() {
 		os.Exit(exitInterrupted)
 	}
 	fmt.Fprintln(os.Stderr, "pdq:", err)
+	if h := hintFor(err); h != "" {
+		fmt.Fprintln(os.Stderr, "pdq: hint:", h)
+	}
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		os.Exit(exitUsage)

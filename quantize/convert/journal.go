@@ -61,7 +61,7 @@ func loadJournal(dir, name string) (*journal, error) {
 	lines := bytes.Split(b, []byte("\n"))
 	var head journalHead
 	if err := json.Unmarshal(lines[0], &head); err != nil {
-		return nil, fmt.Errorf("convert: %s: %w (delete it or use --force to start over)", filepath.Join(dir, name), err)
+		return nil, fmt.Errorf("convert: %s: %w: %v", filepath.Join(dir, name), ErrBadJournal, err)
 	}
 	j.PlanID = head.PlanID
 	for _, line := range lines[1:] {

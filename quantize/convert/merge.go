@@ -12,7 +12,7 @@ import (
 
 // ErrSplitDir: a whole conversion was asked of an output directory that holds the parts of a
 // split one.
-var ErrSplitDir = errors.New("output directory holds parts of a split conversion (merge them, or resume/force explicitly)")
+var ErrSplitDir = errors.New("output directory holds parts of a split conversion")
 
 // ErrPartsIncomplete: Merge found a part missing, unfinished, or run with another plan.
 var ErrPartsIncomplete = errors.New("the parts of the conversion are not all finished")

@@ -66,7 +66,7 @@ func TestPartsMergeIdentical(t *testing.T) {
 				}
 				sameFiles(t, fmt.Sprintf("%s: single run vs %d parts merged", tc.name, n), want, outputFiles(t, out))
 				// The merged directory is a finished conversion: the same command again is a resume with nothing to do.
-				if _, err := runPlan(p, out, convert.RunOptions{Resume: true}); err != nil {
+				if _, err := runPlan(p, out, convert.RunOptions{Existing: convert.Resume}); err != nil {
 					t.Fatalf("resume after merge: %v", err)
 				}
 				sameFiles(t, fmt.Sprintf("%s: %d parts merged, then resumed", tc.name, n), want, outputFiles(t, out))
@@ -173,7 +173,7 @@ func TestMergeRefusesIncomplete(t *testing.T) {
 	if _, err := runPlan(p, out, convert.RunOptions{}); !errors.Is(err, convert.ErrSplitDir) {
 		t.Fatalf("whole run into a split directory: %v", err)
 	}
-	if _, err := runPlan(p, out, convert.RunOptions{Part: convert.Part{Index: 0, Count: 2}, Force: true}); !errors.Is(err, convert.ErrBadOptions) {
+	if _, err := runPlan(p, out, convert.RunOptions{Part: convert.Part{Index: 0, Count: 2}, Existing: convert.Restart}); !errors.Is(err, convert.ErrBadOptions) {
 		t.Fatalf("a part with Force: %v", err)
 	}
 }

@@ -119,8 +119,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
 	case o.OnUnsupported != "error" && o.OnUnsupported != "skip":
 		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
-	case o.Method != "rtn" && o.Method != "mse":
-		return fmt.Errorf("%w: method %q (want rtn or mse)", ErrBadOptions, o.Method)
+	case o.Method.Check() != nil:
+		return fmt.Errorf("%w: %v", ErrBadOptions, o.Method.Check())
 	case o.SignedScales && o.Method != "mse":
 		return fmt.Errorf("%w: signed scales need the mse method, not %q", ErrBadOptions, o.Method)
 	}
@@ -196,12 +196,12 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	}
 	targets, err := regexp.Compile(o.Targets)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --targets: %v", ErrBadOptions, err)
+		return nil, fmt.Errorf("%w: targets: %v", ErrBadOptions, err)
 	}
 	var ignore *regexp.Regexp
 	if o.Ignore != "" {
 		if ignore, err = regexp.Compile(o.Ignore); err != nil {
-			return nil, fmt.Errorf("%w: --ignore: %v", ErrBadOptions, err)
+			return nil, fmt.Errorf("%w: ignore: %v", ErrBadOptions, err)
 		}
 	}
 	ts := src.Tensors()
@@ -355,7 +355,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 		}
 		if why != "" {
 			if o.OnUnsupported != "skip" {
-				return fmt.Errorf("convert: %s: tensor %q: %w: %s (use --on-unsupported skip to keep it dense)", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
+				return fmt.Errorf("convert: %s: tensor %q: %w: %s", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
 			}
 			m.Skipped = why
 			p.Skipped = append(p.Skipped, m.Name+": "+why)

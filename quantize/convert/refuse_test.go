@@ -70,13 +70,13 @@ func TestOutputDirRefusals(t *testing.T) {
 	other := smallOptions
 	other.GroupSize = 64
 	convertTo(t, src, out, other, convert.RunOptions{Workers: 2})
-	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Resume: true}); err == nil {
+	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Existing: convert.Resume}); err == nil {
 		t.Errorf("resume of a directory converted with other options succeeded")
 	}
 	if err := os.WriteFile(filepath.Join(out, "decode", "stale.safetensors"), []byte("stale"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	convertTo(t, src, out, smallOptions, convert.RunOptions{Workers: 2, Force: true})
+	convertTo(t, src, out, smallOptions, convert.RunOptions{Workers: 2, Existing: convert.Restart})
 	sameFiles(t, "forced rerun vs fresh run", want, outputFiles(t, out))
 }
 

@@ -209,7 +209,7 @@ func TestResumeAfterKill(t *testing.T) {
 				t.Logf("the child finished within %v", tc.delay)
 			}
 			var redone atomic.Int64
-			ro := convert.RunOptions{Workers: 2, Resume: true, Progress: func(int64, int64, string) { redone.Add(1) }}
+			ro := convert.RunOptions{Workers: 2, Existing: convert.Resume, Progress: func(int64, int64, string) { redone.Add(1) }}
 			if _, err := runPlan(plan(t, src, resumeOptions), out, ro); err != nil {
 				t.Fatalf("resume: %v", err)
 			}
@@ -277,7 +277,7 @@ func TestCancel(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, "decode", safetensors.IndexFileName)); err == nil {
 			t.Errorf("decode index written by a cancelled run")
 		}
-		if _, err := runPlan(plan(t, src, resumeOptions), out, convert.RunOptions{Workers: workers, Resume: true}); err != nil {
+		if _, err := runPlan(plan(t, src, resumeOptions), out, convert.RunOptions{Workers: workers, Existing: convert.Resume}); err != nil {
 			t.Fatalf("resume: %v", err)
 		}
 		sameFiles(t, "resumed after cancel vs uninterrupted", want, outputFiles(t, out))

@@ -36,11 +36,11 @@ func TestReviewResumeAfterSourceChanged(t *testing.T) {
 	if _, err := runPlan(plan(t, src, smallOptions), out, ro); !errors.Is(err, convert.ErrSourceChanged) {
 		t.Fatalf("first run: got %v, want ErrSourceChanged", err)
 	}
-	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2, Resume: true}); err == nil {
+	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2, Existing: convert.Resume}); err == nil {
 		t.Fatal("resume over a source that changed during the interrupted run succeeded")
 	}
 	// Starting over is the way out.
-	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2, Force: true}); err != nil {
+	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2, Existing: convert.Restart}); err != nil {
 		t.Fatalf("force: %v", err)
 	}
 }

@@ -13,13 +13,26 @@ import (
 	"pdq/kernels"
 )
 
+// Existing says what a run does with an output directory that already holds files.
+type Existing int
+
+const (
+	// Refuse a non-empty output directory (ErrNotEmpty).
+	Refuse Existing = iota
+	// Resume the conversion recorded in the directory's journal, keeping its finished shards
+	// (refused with ErrOtherPlan when it was started with other options or another source).
+	Resume
+	// Restart deletes what an earlier conversion wrote there (prefill/, decode/, report.json,
+	// journals) and nothing else, then starts over.
+	Restart
+)
+
 // RunOptions control how a plan is executed (not what it produces).
 type RunOptions struct {
 	Workers     int             // compute workers; <= 0 means GOMAXPROCS
 	MaxMemory   int64           // bytes of tensor data in flight (default 4 GiB)
 	PrefillMode string          // "copy" (default) or "link": how an FP8 source's shards reach prefill/
-	Resume      bool            // continue a run in a non-empty output directory
-	Force       bool            // start over in a non-empty output directory
+	Existing    Existing        // what to do with a non-empty output directory
 	Backend     kernels.Backend // nil: the CPU backend
 	Device      string          // recorded in the report ("cpu", or the GPU name)
 	Tool        string          // tool name and version recorded in outputs
@@ -28,11 +41,14 @@ type RunOptions struct {
 	Progress func(done, total int64, tensor string)
 }
 
-// ErrNotEmpty: the output directory holds files and neither Resume nor Force was given.
-var ErrNotEmpty = errors.New("output directory is not empty (use --resume to continue or --force to start over)")
+// ErrNotEmpty: the output directory holds files and Existing is Refuse.
+var ErrNotEmpty = errors.New("output directory is not empty")
 
 // ErrOtherPlan: the output directory's journal was written for another source or other options.
-var ErrOtherPlan = errors.New("output directory was started with other options or another source (use --force to start over)")
+var ErrOtherPlan = errors.New("output directory was started with other options or another source")
+
+// ErrBadJournal: the journal of the output directory cannot be read.
+var ErrBadJournal = errors.New("unreadable conversion journal")
 
 // ErrSourceChanged: a source shard changed while it was being converted.
 var ErrSourceChanged = errors.New("source shard changed during the conversion")
@@ -159,7 +175,7 @@ func (ro *RunOptions) defaults() error {
 		if err := ro.Part.check(); err != nil {
 			return err
 		}
-		if ro.Force {
+		if ro.Existing == Restart {
 			return fmt.Errorf("%w: a part never deletes the shared output directory (other parts write there); remove it yourself to start over", ErrBadOptions)
 		}
 	}
@@ -205,7 +221,7 @@ func (r *runner) sets() []*shardSet {
 }
 
 // prepareDir creates dir or checks that it may be used. A part of a split conversion uses a
-// non-empty dir (other parts write there) and never deletes anything; Force deletes what a
+// non-empty dir (other parts write there) and never deletes anything; Restart deletes what a
 // conversion writes, part journals included, and nothing else.
 func prepareDir(dir string, ro RunOptions) error {
 	ents, err := os.ReadDir(dir)
@@ -223,7 +239,7 @@ func prepareDir(dir string, ro RunOptions) error {
 		return err
 	}
 	switch {
-	case ro.Force:
+	case ro.Existing == Restart:
 		names := append([]string{"prefill", "decode", "report.json", JournalName}, parts...)
 		for _, name := range names {
 			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
@@ -231,7 +247,7 @@ func prepareDir(dir string, ro RunOptions) error {
 			}
 		}
 		return nil
-	case ro.Resume:
+	case ro.Existing == Resume:
 		return nil
 	}
 	if len(parts) > 0 {
