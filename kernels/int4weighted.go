@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 // QuantizeInt4Weighted is QuantizeInt4 with a per-column importance weight: the scale search
@@ -35,7 +35,7 @@ func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *I
 		if bad >= 0 {
 			return &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
 		}
-		binary.LittleEndian.PutUint16(out.Scales[2*k:], safetensors.Float32ToBF16(s))
+		binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
 		out.Stats[k] = st
 	}
 	return nil
@@ -48,7 +48,7 @@ func quantGroupWeighted(dst []byte, x, w []float32, p *Int4Params) (s float32, s
 		return 0, st, firstNonFinite(x)
 	}
 	a := math.Float32frombits(ab)
-	sR := safetensors.RoundBF16(a / 7.5)
+	sR := floatcodec.RoundBF16(a / 7.5)
 	if sR == 0 {
 		ss := lp.sumSq(x)
 		for i := range dst {
@@ -81,7 +81,7 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 		}
 	}
 	for _, k := range p.Pos {
-		s := safetensors.RoundBF16(a * k)
+		s := floatcodec.RoundBF16(a * k)
 		if s == prev || s == sR {
 			continue
 		}
@@ -95,7 +95,7 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 		}
 		prev = 0
 		for _, k := range p.Neg {
-			s := safetensors.RoundBF16(a * k)
+			s := floatcodec.RoundBF16(a * k)
 			if s == prev {
 				continue
 			}
@@ -107,7 +107,7 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 		if sqq == 0 {
 			break
 		}
-		s := safetensors.RoundBF16(sxq / sqq)
+		s := floatcodec.RoundBF16(sxq / sqq)
 		if s == best || s == 0 || (!p.Signed && s < 0) {
 			break
 		}
