@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"pdq/internal/fsutil"
 )
 
 // copySource copies or links an FP8 source's shards into prefill/ unchanged. It runs beside the
@@ -49,7 +51,7 @@ func (r *runner) copySource(ctx context.Context) error {
 // hashes the linked file. The copy stops at the next 8 MiB chunk when ctx is cancelled.
 func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string, error) {
 	if link {
-		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
+		tmp := fsutil.PartialName(dst)
 		os.Remove(tmp)
 		target := src
 		if t, err := filepath.EvalSymlinks(src); err == nil {
@@ -60,7 +62,7 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string,
 				os.Remove(tmp)
 				return 0, "", fmt.Errorf("convert: link %s: %w", src, err)
 			}
-			return hashFile(dst)
+			return hashFile(ctx, dst)
 		}
 		slog.Info("hard link not possible; copying", "src", src)
 	}
@@ -112,50 +114,24 @@ func copyFile(src, dst string) error {
 	})
 }
 
-// writeFileAtomic writes data to a temporary name, syncs it and renames it over path.
+// writeFileAtomic and writeAtomic are fsutil's, with convert's error prefix.
 func writeFileAtomic(path string, data []byte) error {
-	return writeAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return convertErr(fsutil.WriteFileAtomic(path, data))
 }
 
-// writeAtomic writes a file through fill under a temporary name (".NAME.partial"), syncs it and
-// renames it to path; on any error the temporary file is removed and path is untouched.
 func writeAtomic(path string, fill func(io.Writer) error) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("convert: %w", err)
-	}
-	err = fill(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("convert: write %s: %w", path, err)
-	}
-	return nil
+	return convertErr(fsutil.WriteAtomic(path, fill))
 }
 
 // hashFile returns the size and SHA-256 of a file.
-func hashFile(path string) (int64, string, error) {
-	f, err := os.Open(path)
+func hashFile(ctx context.Context, path string) (int64, string, error) {
+	n, sum, err := fsutil.HashFile(ctx, path)
+	return n, sum, convertErr(err)
+}
+
+func convertErr(err error) error {
 	if err != nil {
-		return 0, "", err
+		return fmt.Errorf("convert: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return 0, "", fmt.Errorf("convert: hash %s: %w", path, err)
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+	return nil
 }

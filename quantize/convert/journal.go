@@ -137,7 +137,7 @@ func verifyJournal(ctx context.Context, dir string, j *journal) error {
 			return err
 		}
 		fs := j.Shards[k]
-		size, sum, err := hashFile(filepath.Join(dir, filepath.FromSlash(k)))
+		size, sum, err := hashFile(ctx, filepath.Join(dir, filepath.FromSlash(k)))
 		if err != nil || size != fs.Size || sum != fs.SHA256 {
 			slog.Warn("finished shard missing or changed; redoing it", "shard", k)
 			delete(j.Shards, k)

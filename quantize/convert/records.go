@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"path/filepath"
 
 	"pdq/quantize"
@@ -47,7 +48,7 @@ func (r *runner) moduleRecords(mi int) {
 // journalShard hashes a finished shard and records it with the report rows of its tensors.
 func (r *runner) journalShard(set *shardSet, i int) error {
 	key := set.key(i)
-	size, sum, err := hashFile(filepath.Join(set.dir, set.out.Shards[i].FileName))
+	size, sum, err := hashFile(context.Background(), filepath.Join(set.dir, set.out.Shards[i].FileName))
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 		o = p.Prefill
 	}
 	if o.CopySource {
-		verifyCopy(v, src, out)
+		verifyCopy(ctx, v, src, out)
 		v.Report = &Report{Source: src.Dir}
 		return v, nil
 	}
@@ -150,14 +150,14 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 }
 
 // verifyCopy checks an output that should be the source's shards unchanged.
-func verifyCopy(v *VerifyResult, src, out *safetensors.Checkpoint) {
+func verifyCopy(ctx context.Context, v *VerifyResult, src, out *safetensors.Checkpoint) {
 	if len(src.Shards) != len(out.Shards) {
 		v.problem("%d shards, the source has %d", len(out.Shards), len(src.Shards))
 		return
 	}
 	for i, s := range src.Shards {
-		_, a, err1 := hashFile(s.Path)
-		_, b, err2 := hashFile(out.Shards[i].Path)
+		_, a, err1 := hashFile(ctx, s.Path)
+		_, b, err2 := hashFile(ctx, out.Shards[i].Path)
 		if err1 != nil || err2 != nil || a != b || s.Name != out.Shards[i].Name {
 			v.problem("shard %s is not a byte-identical copy of the source's %s", out.Shards[i].Name, s.Name)
 		}
