@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"pdq/internal/par"
 )
 
 // Shard is one safetensors file of a checkpoint, with its parsed header.
@@ -136,28 +139,14 @@ func listShards(dir string) ([]string, error) {
 // is that of the first failing shard in name order, whatever the timing.
 func openShards(dir string, names []string) ([]*Shard, error) {
 	shards := make([]*Shard, len(names))
-	errs := make([]error, len(names))
-	workers := min(len(names), max(4, 2*runtime.GOMAXPROCS(0)), 32)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				shards[i], errs[i] = openShard(filepath.Join(dir, names[i]))
-			}
-		}()
-	}
-	for i := range names {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	workers := min(max(4, 2*runtime.GOMAXPROCS(0)), 32) // header reads wait on the disk, not the CPU
+	err := par.ForEach(context.Background(), len(names), workers, func(i int) error {
+		var err error
+		shards[i], err = openShard(filepath.Join(dir, names[i]))
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return shards, nil
 }

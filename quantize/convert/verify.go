@@ -9,10 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sort"
-	"sync"
 
+	"pdq/internal/par"
 	"pdq/quantize"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -199,44 +198,17 @@ func verifyLayout(v *VerifyResult, p *Plan, o *Output, out *safetensors.Checkpoi
 
 // verifyValues recomputes the metrics of every converted module, and checks copies byte for byte.
 func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind OutputKind, out *safetensors.Checkpoint, workers int) error {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	type result struct {
 		rec     *record
 		problem string
 	}
 	results := make([]result, len(p.Modules))
-	idx := make(chan int)
-	var wg sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range idx {
-				rec, prob, err := verifyModule(ctx, p, kind, p.Modules[i], out)
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					continue
-				}
-				results[i] = result{rec, prob}
-			}
-		}()
-	}
-	for i := range p.Modules {
-		if ctx.Err() != nil {
-			break
-		}
-		idx <- i
-	}
-	close(idx)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	if err := ctx.Err(); err != nil {
+	err := par.ForEach(ctx, len(p.Modules), workers, func(i int) error {
+		rec, prob, err := verifyModule(ctx, p, kind, p.Modules[i], out)
+		results[i] = result{rec, prob}
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	rep := &Report{Source: p.Source.Dir, SourceLayout: p.Layout}
