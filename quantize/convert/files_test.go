@@ -11,7 +11,7 @@ import (
 // TestReviewLinkModeSymlinkedShard: with --prefill-mode link, an FP8 source whose shards are
 // relative symbolic links (a Hugging Face cache snapshot: ../../blobs/HASH) gets prefill shards
 // that are the shard's bytes, not copies of the link that dangle in the output directory.
-func TestReviewLinkModeSymlinkedShard(t *testing.T) {
+func TestLinkModeSymlinkedShard(t *testing.T) {
 	var ts []raw
 	ts = append(ts, bf16Tensor("model.embed_tokens.weight", 1, 16, 128))
 	ts = append(ts, fp8Tensor("model.layers.1.self_attn.q_proj.weight", 2, 128, 128, false)...)
@@ -41,5 +41,35 @@ func TestReviewLinkModeSymlinkedShard(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(out, "prefill", "model.safetensors"))
 	if err != nil || string(got) != string(want) {
 		t.Errorf("prefill shard: %d bytes, err %v; want the source's %d bytes", len(got), err, len(want))
+	}
+}
+
+// TestReviewSymlinkedSideFiles: a Hugging Face cache snapshot holds symbolic links to its blobs.
+// The tokenizer and other side files reached through such links are copied into both outputs
+// (as regular files), not silently left out.
+func TestSymlinkedSideFiles(t *testing.T) {
+	src := writeCheckpoint(t, []raw{
+		bf16Tensor("model.layers.1.mlp.experts.0.gate_proj.weight", 1, 64, 128),
+		bf16Tensor("model.layers.1.self_attn.q_proj.weight", 2, 128, 128),
+	}, map[string]any{"model_type": "glm4_moe"})
+	blob := filepath.Join(t.TempDir(), "blob-0123")
+	if err := os.WriteFile(blob, []byte(`{"version":"1.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(blob, filepath.Join(src, "tokenizer.json")); err != nil {
+		t.Skipf("symbolic links: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	convertTo(t, src, out, convert.Options{}, convert.RunOptions{Workers: 2})
+	for _, kind := range []string{"prefill", "decode"} {
+		p := filepath.Join(out, kind, "tokenizer.json")
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("%s: tokenizer.json not copied: %v", kind, err)
+			continue
+		}
+		if b, _ := os.ReadFile(p); !fi.Mode().IsRegular() || string(b) != `{"version":"1.0"}` {
+			t.Errorf("%s/tokenizer.json: mode %v, %q", kind, fi.Mode(), b)
+		}
 	}
 }
