@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"pdq/kernels"
+	"pdq/safetensors"
 )
 
 // Existing says what a run does with an output directory that already holds files.
@@ -51,7 +52,9 @@ var ErrOtherPlan = errors.New("output directory was started with other options o
 var ErrBadJournal = errors.New("unreadable conversion journal")
 
 // ErrSourceChanged: a source shard changed while it was being converted.
-var ErrSourceChanged = errors.New("source shard changed during the conversion")
+// It is the format package's sentinel, so a change seen while reading and one seen by the final
+// check are the same error to callers.
+var ErrSourceChanged = safetensors.ErrShardChanged
 
 // DefaultMaxMemory is the default budget of tensor bytes in flight.
 const DefaultMaxMemory = 4 << 30

@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -337,9 +338,9 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 	var n, k int64
 	switch dt {
 	case safetensors.I64:
-		n, k = int64(leU64(b)), int64(leU64(b[8:]))
+		n, k = int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
 	case safetensors.I32:
-		n, k = int64(int32(leU32(b))), int64(int32(leU32(b[4:])))
+		n, k = int64(int32(binary.LittleEndian.Uint32(b))), int64(int32(binary.LittleEndian.Uint32(b[4:])))
 	default:
 		return fmt.Sprintf("tensor %q: dtype %s, want I64", m.Name+suffixWeightShape, dt)
 	}
@@ -347,13 +348,6 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 		return fmt.Sprintf("tensor %q holds [%d, %d], want [%d, %d]", m.Name+suffixWeightShape, n, k, m.Rows, m.Cols)
 	}
 	return ""
-}
-
-func leU64(b []byte) uint64 {
-	return uint64(leU32(b)) | uint64(leU32(b[4:]))<<32
-}
-func leU32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
 // compareReport checks the recomputed metrics against a report.json written by convert.
