@@ -53,6 +53,8 @@ type Options struct {
 	Only          OutputKind      // "" (both), KindPrefill or KindDecode
 	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
 	OnUnsupported string          // "error" (default) or "skip": keep unsupported targets dense and list them
+	// NoInt4OK accepts a decode output without any INT4 module (otherwise ErrNoTargets).
+	NoInt4OK bool `json:",omitempty"`
 
 	// Calib, when set, holds the calibration statistics the INT4 modules use (see CalibMethod);
 	// the plan ID includes the file's SHA-256, so a resumed run refuses a different file.
@@ -75,6 +77,9 @@ var (
 	ErrMissingScale = errors.New("FP8 weight without a scale companion")
 	// ErrBadOptions: options that contradict each other or the source.
 	ErrBadOptions = errors.New("invalid options")
+	// ErrNoTargets: the decode output would hold no INT4 module (nothing matches the targets,
+	// or the ignore pattern removes every match).
+	ErrNoTargets = errors.New("no module to quantize to INT4")
 )
 
 // PerChannel as Options.GroupSize gives one INT4 scale per output channel.
@@ -194,6 +199,9 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	if err := rules.CheckConfig(cfg); err != nil {
+		return nil, fmt.Errorf("convert: %s: %w", src.Dir, err)
+	}
 	targets, err := regexp.Compile(o.Targets)
 	if err != nil {
 		return nil, fmt.Errorf("%w: targets: %v", ErrBadOptions, err)
@@ -215,6 +223,9 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	if err := p.buildModules(ts, targets, ignore); err != nil {
 		return nil, err
 	}
+	if err := p.checkTargets(targets, ignore); err != nil {
+		return nil, err
+	}
 	if err := p.planCalib(); err != nil {
 		return nil, err
 	}
@@ -228,7 +239,7 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 			return nil, err
 		}
 	}
-	p.Warnings = p.engineWarnings()
+	p.Warnings = append(p.configWarnings(), p.engineWarnings()...)
 	return p, nil
 }
 
@@ -479,10 +490,8 @@ func (m *Module) describe() string {
 // 128, INT4 groups a multiple of max(64, group size). GLM-4.5's 1536 at TP8 gives 192: fine for
 // INT4, not for FP8 blocks.
 func (p *Plan) engineWarnings() []string {
-	var inter int
-	if f, ok := p.Config["moe_intermediate_size"].(float64); ok {
-		inter = int(f)
-	}
+	n, _ := rules.ConfigInt(p.Config, "moe_intermediate_size")
+	inter := int(n)
 	if inter <= 0 {
 		return nil
 	}

@@ -110,8 +110,8 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
 			w, _ := gm["weights"].(map[string]any)
-			if bits, _ := w["num_bits"].(float64); bits == 4 {
-				if gs, ok := w["group_size"].(float64); ok {
+			if bits, _ := rules.IntOf(w["num_bits"]); bits == 4 {
+				if gs, ok := rules.IntOf(w["group_size"]); ok {
 					o.GroupSize = int(gs)
 				} else {
 					o.GroupSize = PerChannel
