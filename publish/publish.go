@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -149,6 +150,63 @@ func listFiles(dir, report string) ([]localFile, error) {
 	return files, nil
 }
 
+// checkVersion refuses, before anything is read or sent, a set of files that pull would refuse
+// as a version: names over the limits (once the object key adds its folder and .zipnn), a file
+// where another needs a directory ("a" and "a/b"), and a file name that --compress would give
+// to another file's object ("m.safetensors" compressed next to "m.safetensors.zipnn").
+func checkVersion(files []localFile, compress bool) error {
+	paths := map[string]bool{}
+	for _, f := range files {
+		paths[f.path] = true
+	}
+	if a, ab := prefixConflict(paths); a != "" {
+		return fmt.Errorf("%w: %s is a file, but %s needs it to be a directory", ErrInvalidVersion, quote(a), quote(ab))
+	}
+	keys := map[string]bool{}
+	placeholder := strings.Repeat("0", 64)
+	for _, f := range files {
+		key := ObjectKey(ManifestFormat, placeholder, f.path, compress && compressible(f.path))
+		if compress && compressible(f.path) && paths[f.path+zipnnSuffix] {
+			return fmt.Errorf("%w: with --compress %s is stored as %s, the name of another file", ErrInvalidVersion, quote(f.path), quote(f.path+zipnnSuffix))
+		}
+		if err := validLength("object key", key); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalidVersion, quote(f.path), err)
+		}
+		keys[key] = true
+		// Compression may not pay: the file is then stored under its plain key.
+		keys[ObjectKey(ManifestFormat, placeholder, f.path, false)] = true
+	}
+	if a, ab := prefixConflict(keys); a != "" {
+		return fmt.Errorf("%w: object %s is a file, but object %s needs it to be a folder", ErrInvalidVersion, quote(a), quote(ab))
+	}
+	return nil
+}
+
+// quote prints a name as a Go string literal: control characters, escape sequences and
+// invisible or bidirectional marks cannot reach a terminal raw.
+func quote(s string) string { return strconv.QuoteToGraphic(s) }
+
+// removeLoserObjects deletes the objects this publish wrote once another publish committed the
+// version: unless the winner published the same content (then they are the winner's objects),
+// no manifest names them. It is best effort; what it leaves is unreachable, never wrong.
+func removeLoserObjects(ctx context.Context, st store.Store, content string, log *slog.Logger) {
+	m, _, err := ReadManifest(ctx, st)
+	if err != nil || m.ContentSHA256 == content {
+		return
+	}
+	prefix := ObjectKey(ManifestFormat, content, "", false)
+	var keys []string
+	if err := st.List(ctx, prefix, func(i store.Info) error { keys = append(keys, i.Key); return nil }); err != nil {
+		log.Warn("could not list the objects of the losing publish", "prefix", prefix, "err", err)
+		return
+	}
+	for _, k := range keys {
+		if err := st.Delete(ctx, k); err != nil {
+			log.Warn("could not delete an object of the losing publish", "key", k, "err", err)
+		}
+	}
+}
+
 // compressible says whether --compress applies to a file.
 func compressible(path string) bool { return strings.HasSuffix(path, ".safetensors") }
 
@@ -183,6 +241,9 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	if err != nil {
 		return nil, err
 	}
+	if err := checkVersion(files, opts.Compress); err != nil {
+		return nil, err
+	}
 	if _, err := st.Stat(ctx, ManifestKey); err == nil {
 		return nil, fmt.Errorf("%w: %s has a %s; publish to a new version", ErrAlreadyPublished, st, ManifestKey)
 	} else if !errors.Is(err, store.ErrNotExist) {
@@ -192,14 +253,29 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	for _, f := range files {
 		total += f.size
 	}
-	opts.Progress.AddTotal(total)
+	opts.Progress.AddTotal(2 * total) // one pass to hash, one to send
+
+	// Every file is hashed first: the checkpoint's content hash names the folder its objects go
+	// to, so publishers of different content never write to the same key.
+	hashed := make([]sums, len(files))
+	entries := make([]File, len(files))
+	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
+		s, err := hashFile(ctx, files[i].local, opts.PartSize)
+		hashed[i] = s
+		entries[i] = File{Path: files[i].path, Size: s.size, SHA256: s.sha256}
+		opts.Progress.Add(s.size)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	content := contentSHA256(entries)
 
 	up := &uploader{st: st, sem: make(chan struct{}, opts.Parallel), tempSlots: make(chan struct{}, 2),
 		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
-	entries := make([]File, len(files))
 	results := make([]FileResult, len(files))
 	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
-		e, r, err := publishFile(ctx, up, files[i], opts)
+		e, r, err := publishFile(ctx, up, files[i], hashed[i], content, opts)
 		entries[i], results[i] = e, r
 		return err
 	})
@@ -222,9 +298,14 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 		return nil, fmt.Errorf("publish: manifest: %w", err)
 	}
 	b = append(b, '\n')
+	// What is committed passes the rules every reader applies.
+	if _, err := ParseManifest(b); err != nil {
+		return nil, fmt.Errorf("publish: the manifest this publish made is refused by pull: %w", err)
+	}
 	err = st.Put(ctx, ManifestKey, bytes.NewReader(b), int64(len(b)), store.PutOptions{IfNoneMatch: true})
 	if errors.Is(err, store.ErrExists) {
-		return nil, fmt.Errorf("%w: %s got a %s while this publish ran", ErrAlreadyPublished, st, ManifestKey)
+		removeLoserObjects(ctx, st, content, opts.Log)
+		return nil, fmt.Errorf("%w: %s got a %s from another publish while this one ran; the version holds that publish's files", ErrAlreadyPublished, st, ManifestKey)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish: write %s: %w", ManifestKey, err)

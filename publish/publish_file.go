@@ -9,18 +9,16 @@ import (
 	"pdq/publish/store"
 )
 
-// publishFile hashes, maybe compresses, and uploads one file unless the store has it already.
-func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (File, FileResult, error) {
-	s, err := hashFile(ctx, f.local, opts.PartSize)
-	if err != nil {
-		return File{}, FileResult{}, err
-	}
-	e := File{Path: f.path, Size: s.size, SHA256: s.sha256, Compression: CompressionNone, Key: f.path, StoredSize: s.size}
+// publishFile maybe compresses, and uploads one file (hashed into s) under the folder of the
+// checkpoint's content hash unless the store has it already.
+func publishFile(ctx context.Context, up *uploader, f localFile, s sums, content string, opts Options) (File, FileResult, error) {
+	plainKey := ObjectKey(ManifestFormat, content, f.path, false)
+	e := File{Path: f.path, Size: s.size, SHA256: s.sha256, Compression: CompressionNone, Key: plainKey, StoredSize: s.size}
 	r := FileResult{Path: f.path, Size: s.size, StoredSize: s.size, Compression: CompressionNone, Ratio: 1}
 	md := map[string]string{metaSHA256: s.sha256, metaSize: strconv.FormatInt(s.size, 10)}
 
 	if opts.Compress && compressible(f.path) {
-		key := f.path + zipnnSuffix
+		key := ObjectKey(ManifestFormat, content, f.path, true)
 		if info, err := up.st.Stat(ctx, key); err == nil && info.Metadata[metaSHA256] == s.sha256 &&
 			info.Metadata[metaCompression] == CompressionZipNN && validHex(info.Metadata[metaStoredSHA256]) {
 			return compressedEntry(e, key, info.Size, info.Metadata[metaStoredSHA256]), skipped(up, r, info.Size, true), nil
@@ -61,13 +59,13 @@ func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (
 		opts.Log.Info("compression does not pay; storing as is", "path", f.path)
 	}
 
-	if info, err := up.st.Stat(ctx, f.path); err == nil && info.Size == s.size &&
+	if info, err := up.st.Stat(ctx, plainKey); err == nil && info.Size == s.size &&
 		info.Metadata[metaSHA256] == s.sha256 && info.Metadata[metaCompression] == "" {
 		return e, skipped(up, r, s.size, false), nil
 	} else if err != nil && !errors.Is(err, store.ErrNotExist) {
 		return File{}, FileResult{}, err
 	}
-	stats, err := up.upload(ctx, f.path, f.local, s, md)
+	stats, err := up.upload(ctx, plainKey, f.local, s, md)
 	if err != nil {
 		return File{}, FileResult{}, err
 	}
