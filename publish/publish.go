@@ -182,9 +182,18 @@ func checkVersion(files []localFile, compress bool) error {
 	return nil
 }
 
-// quote prints a name as a Go string literal: control characters, escape sequences and
-// invisible or bidirectional marks cannot reach a terminal raw.
-func quote(s string) string { return strconv.QuoteToGraphic(s) }
+// Quote returns a file name as it may be shown: as is when it is plain (printable, no space, quote
+// or backslash), otherwise as a quoted Go string literal, so that control characters, terminal
+// escape sequences and invisible or bidirectional marks never reach a terminal raw.
+func Quote(s string) string {
+	q := strconv.QuoteToGraphic(s)
+	if s != "" && q == `"`+s+`"` && !strings.Contains(s, " ") {
+		return s
+	}
+	return q
+}
+
+func quote(s string) string { return Quote(s) }
 
 // removeLoserObjects deletes the objects this publish wrote once another publish committed the
 // version: unless the winner published the same content (then they are the winner's objects),

@@ -160,12 +160,12 @@ func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOpti
 		if f.PartsReused > 0 {
 			parts = fmt.Sprintf("%d parts kept, %d sent", f.PartsReused, f.PartsSent)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Action, f.Path, how, parts)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Action, publish.Quote(f.Path), how, parts)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "published %d files, %s (stored %s, sent %s in %.1fs, %s/s) to %s\n",
 		len(res.Files), formatBytes(res.Size), formatBytes(res.StoredSize), formatBytes(res.BytesSent),
-		res.Seconds, formatBytes(int64(float64(res.BytesSent)/max(res.Seconds, 1e-3))), res.URL)
+		res.Seconds, formatBytes(int64(float64(res.BytesSent)/max(res.Seconds, 1e-3))), publish.Quote(res.URL))
 	return nil
 }
 

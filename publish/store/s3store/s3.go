@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"pdq/publish/store"
@@ -68,7 +69,10 @@ type Store struct {
 	where  string // endpoint, for messages
 }
 
-// New returns the store cfg describes. It sends no request.
+// New returns the store cfg describes. It sends no request to the service. With a custom
+// endpoint (Config.Endpoint, AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3: a local or non-AWS server)
+// the EC2 instance metadata service is never asked for credentials, and missing credentials
+// are an error (wrapping store.ErrAuth) here, in one line.
 func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("s3: no bucket")
@@ -92,6 +96,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.Credentials != nil {
 		loaders = append(loaders, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	nonAWS := cfg.Endpoint != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+	if nonAWS {
+		// Instance roles belong to AWS: a non-AWS server gets no IMDS probe (and no warning).
+		loaders = append(loaders, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, loaders...)
 	if err != nil {
@@ -120,6 +129,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
+	if nonAWS && cfg.Credentials == nil {
+		if _, err := awsCfg.Credentials.Retrieve(ctx); err != nil {
+			return nil, fmt.Errorf("s3: no credentials for %s: %w: none in the environment or the shared config and credentials files; %s", where, store.ErrAuth, credentialsHint)
+		}
+	}
 	p := cfg.Prefix
 	if p != "" {
 		p += "/"
