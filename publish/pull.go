@@ -226,11 +226,11 @@ func (p *puller) checkTargets(ctx context.Context, files []File, present []bool,
 // isPresent says whether the final name of f holds the published bytes already; an error
 // wrapping ErrConflict means something else is there.
 func (p *puller) isPresent(ctx context.Context, f File) (bool, error) {
-	fi, err := p.root.Lstat(f.Path)
+	fi, err := p.root.Stat(f.Path) // a link to the right bytes (inside DIR) will do
 	if errors.Is(err, fs.ErrNotExist) {
 		// A file where a parent directory must go is a conflict too.
 		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
-			if di, err := p.root.Lstat(d); err == nil && !di.IsDir() {
+			if di, err := p.root.Stat(d); err == nil && !di.IsDir() {
 				return false, ErrConflict
 			}
 		}
@@ -245,11 +245,14 @@ func (p *puller) isPresent(ctx context.Context, f File) (bool, error) {
 	if !fi.Mode().IsRegular() || fi.Size() != f.Size {
 		return false, ErrConflict
 	}
-	file, err := openOwn(p.root, f.Path, os.O_RDONLY)
+	file, err := p.root.OpenFile(f.Path, os.O_RDONLY|nonBlock, 0)
 	if err != nil {
 		return false, ErrConflict
 	}
 	defer file.Close()
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false, ErrConflict
+	}
 	sha, err := hashReader(ctx, io.NewSectionReader(file, 0, f.Size))
 	if err != nil {
 		return false, fmt.Errorf("publish: hash %s: %w", quote(f.Path), err)
