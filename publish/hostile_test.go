@@ -300,3 +300,31 @@ func TestLocalStoreFIFO(t *testing.T) {
 		t.Fatal("ReadManifest still blocked on a FIFO after a minute")
 	}
 }
+
+// Versions published in format 1 (objects next to the manifest, under their paths) still pull
+// and verify.
+func TestFormat1StillReads(t *testing.T) {
+	root := t.TempDir()
+	data := map[string][]byte{"config.json": []byte("{}\n"), "sub/w.bin": bf16Bytes(1<<20, 9)}
+	var files []File
+	for p, b := range data {
+		files = append(files, File{Path: p, Size: int64(len(b)), SHA256: sha256Hex(b), Compression: CompressionNone, Key: p, StoredSize: int64(len(b))})
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), b, 0o644)
+	}
+	m := Manifest{Format: ManifestFormatV1, Tool: "pdq", Files: files, ContentSHA256: contentSHA256(files)}
+	b, _ := json.Marshal(m)
+	os.WriteFile(filepath.Join(root, ManifestKey), b, 0o644)
+	out := t.TempDir()
+	if _, err := Pull(context.Background(), localStore(t, root), out, PullOptions{Log: discardLog}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range data {
+		if got, _ := os.ReadFile(filepath.Join(out, p)); string(got) != string(want) {
+			t.Fatalf("%s differs", p)
+		}
+	}
+	if _, err := Verify(context.Background(), localStore(t, root), VerifyOptions{Deep: true}); err != nil {
+		t.Fatal(err)
+	}
+}

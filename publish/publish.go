@@ -120,10 +120,10 @@ func listFiles(dir, report string) ([]localFile, error) {
 			return err
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("publish: %s is not a regular file", p)
+			return fmt.Errorf("publish: %s is not a regular file (%s); only regular files are published", quote(p), fi.Mode().Type())
 		}
 		if err := ValidPath(rel); err != nil {
-			return fmt.Errorf("publish: cannot publish %s: %w", p, err)
+			return fmt.Errorf("%w: %s: %w", ErrInvalidVersion, quote(p), err)
 		}
 		files = append(files, localFile{path: rel, local: p, size: fi.Size()})
 		return nil
