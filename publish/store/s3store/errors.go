@@ -39,7 +39,7 @@ func (s *Store) mapErr(op, key string, err error) error {
 			sentinel = store.ErrInvalidPart
 		}
 		if code == "NoSuchBucket" {
-			return fmt.Errorf("s3: bucket %s does not exist at %s (create it first): %w", s.bucket, s.where, store.ErrNoBucket)
+			return s.noBucket()
 		}
 	}
 	if sentinel == nil {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -67,6 +68,9 @@ type Store struct {
 	bucket string
 	prefix string // "" or ending in "/"
 	where  string // endpoint, for messages
+
+	bucketOnce sync.Once
+	bucketErr  error // set when the bucket turned out not to exist
 }
 
 // New returns the store cfg describes. It sends no request to the service. With a custom
@@ -154,7 +158,14 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key))})
 	if err != nil {
-		return store.Info{}, s.mapErr("stat", key, err)
+		err = s.mapErr("stat", key, err)
+		if errors.Is(err, store.ErrNotExist) {
+			// A HEAD answer has no body to say which is missing, the key or the bucket: ask once.
+			if berr := s.checkBucket(ctx); berr != nil {
+				return store.Info{}, berr
+			}
+		}
+		return store.Info{}, err
 	}
 	info := store.Info{Key: key, Size: aws.ToInt64(out.ContentLength), Metadata: map[string]string{}}
 	for k, v := range out.Metadata {
@@ -164,6 +175,28 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 		info.ModTime = *out.LastModified
 	}
 	return info, nil
+}
+
+func (s *Store) noBucket() error {
+	return fmt.Errorf("s3: bucket %s does not exist at %s (create it first): %w", s.bucket, s.where, store.ErrNoBucket)
+}
+
+// checkBucket returns the missing-bucket error when the bucket does not exist (or the
+// credentials error that hid behind a 404); it asks the service once per store and only after a
+// key was not found.
+func (s *Store) checkBucket(ctx context.Context) error {
+	s.bucketOnce.Do(func() {
+		// A listing, unlike a HEAD, answers with an error code: NoSuchBucket, or refused
+		// credentials (versitygw answers an unknown key id with a 404 too).
+		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1)})
+		if err == nil {
+			return
+		}
+		if err = s.mapErr("list", "", err); errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAuth) {
+			s.bucketErr = err
+		}
+	})
+	return s.bucketErr
 }
 
 // Put implements store.Store.
