@@ -50,7 +50,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, s sums, content
 			up.progress.AddTotal(cs.size - s.size)
 			e = compressedEntry(e, key, cs.size, cs.sha256)
 			r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, cs.size, float64(s.size)/float64(max(cs.size, 1))
-			stats, err := up.upload(ctx, key, tmp, cs, md)
+			stats, err := up.uploadOrAdopt(ctx, key, tmp, cs, md)
 			if err != nil {
 				return File{}, FileResult{}, err
 			}
@@ -65,11 +65,32 @@ func publishFile(ctx context.Context, up *uploader, f localFile, s sums, content
 	} else if err != nil && !errors.Is(err, store.ErrNotExist) {
 		return File{}, FileResult{}, err
 	}
-	stats, err := up.upload(ctx, plainKey, f.local, s, md)
+	stats, err := up.uploadOrAdopt(ctx, plainKey, f.local, s, md)
 	if err != nil {
 		return File{}, FileResult{}, err
 	}
 	return e, sent(r, stats), nil
+}
+
+// uploadOrAdopt uploads a file; when that fails, and the store now holds the same bytes under the
+// key anyway (a concurrent publish of the same content wrote them, completing or aborting the
+// uploads this one was using), that object is taken as this file's. The upload is tried twice.
+func (u *uploader) uploadOrAdopt(ctx context.Context, key, local string, s sums, md map[string]string) (sendStats, error) {
+	var err error
+	for range 2 {
+		var st sendStats
+		if st, err = u.upload(ctx, key, local, s, md); err == nil || ctx.Err() != nil {
+			return st, err
+		}
+		info, serr := u.st.Stat(ctx, key)
+		if serr == nil && info.Size == s.size && info.Metadata[metaSHA256] == md[metaSHA256] &&
+			info.Metadata[metaStoredSHA256] == md[metaStoredSHA256] {
+			u.log.Info("another publish stored the same bytes; using its object", "key", key, "upload_error", err)
+			return sendStats{}, nil
+		}
+		u.log.Warn("upload failed; trying once more", "key", key, "err", err)
+	}
+	return sendStats{}, err
 }
 
 func compressedEntry(e File, key string, storedSize int64, storedSHA string) File {
