@@ -153,9 +153,12 @@ func openShards(dir string, names []string) ([]*Shard, error) {
 
 // openShard stats a shard and parses its header.
 func openShard(path string) (*Shard, error) {
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("safetensors: %s: %w", path, ErrMissingShard)
+	}
+	if errors.Is(err, ErrNotRegular) {
+		return nil, fmt.Errorf("safetensors: %w: %w", err, ErrMissingShard)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
@@ -164,9 +167,6 @@ func openShard(path string) (*Shard, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("safetensors: %s: %w: not a regular file", path, ErrMissingShard)
 	}
 	h, err := parseHeader(f, st.Size(), path)
 	if err != nil {
