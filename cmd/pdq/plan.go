@@ -18,6 +18,7 @@ func init() { commands = append(commands, newPlanCmd) }
 
 func newPlanCmd() *cobra.Command {
 	var f planFlags
+	var sf serveFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "plan SRC",
@@ -27,13 +28,16 @@ func newPlanCmd() *cobra.Command {
 sizes it prints are the exact sizes convert writes. It reads no tensor data: well under a second for
 a 700 GiB checkpoint.`,
 		Example: `  pdq plan /models/GLM-5-FP8
-  pdq plan /models/GLM-5-FP8 --group-size 128 --json | jq .decode_bytes`,
+  pdq plan /models/GLM-5-FP8 --group-size 128 --json | jq .decode_bytes
+  pdq plan /models/GLM-5-FP8 --gpus 8 --gpu-memory 141GiB --kv-cache-dtype fp8_e4m3
+  pdq plan /models/GLM-5-FP8 --gpu-memory 141GiB --serve sglang --out /data/g5`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPlan(cmd.Context(), cmd.OutOrStdout(), args[0], &f, asJSON)
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), args[0], &f, &sf, asJSON)
 		},
 	}
 	f.add(cmd)
+	sf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON document")
 	return cmd
 }
@@ -52,6 +56,7 @@ type planSummary struct {
 	Decode        map[string]map[string]int `json:"decode_modules"`
 	Skipped       []string                  `json:"skipped,omitempty"`
 	Warnings      []string                  `json:"warnings,omitempty"`
+	Serving       *servingSummary           `json:"serving,omitempty"`
 }
 
 func summarizePlan(p *convert.Plan) planSummary {
@@ -70,17 +75,25 @@ func summarizePlan(p *convert.Plan) planSummary {
 	return s
 }
 
-func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON bool) error {
+func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, sf *serveFlags, asJSON bool) error {
 	p, ck, err := openPlan(src, f)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
 	s := summarizePlan(p)
+	if sf.enabled() {
+		if s.Serving, err = sf.plan(p); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		if err := enc.Encode(s); err != nil {
+			return err
+		}
+		return sf.check(s.Serving)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "source\t%s (%s)\t%s\n", s.Source, s.Layout, formatBytes(s.InputBytes))
@@ -127,7 +140,10 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON 
 	for _, wn := range s.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", wn)
 	}
-	return nil
+	if s.Serving != nil {
+		s.Serving.print(w)
+	}
+	return sf.check(s.Serving)
 }
 
 func isBadOptions(err error) bool { return errors.Is(err, convert.ErrBadOptions) }
