@@ -186,19 +186,29 @@ func (f *serveFlags) check(s *servingSummary) error {
 	return fmt.Errorf("%w: %s", errServePlan, strings.Join(why, "; "))
 }
 
+type capacityRow struct {
+	name string
+	c    *serving.Capacity
+}
+
+// rows lists the planned checkpoints in source, prefill, decode order.
+func (s *servingSummary) rows() []capacityRow {
+	var rs []capacityRow
+	for _, r := range []capacityRow{{"source", s.Source}, {"prefill", s.Prefill}, {"decode", s.Decode}} {
+		if r.c != nil {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
 // print writes the serving plan for people.
 func (s *servingSummary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nserving plan (%s rules): %d GPU(s) of %s per pool, %d server(s) of TP%d EP%d, KV cache %s\n",
 		s.Engine, s.GPUs, formatBytes(s.GPUMemory), s.ServersPerPool, s.TP, s.EP, s.KVDType)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  checkpoint\trole\tweights/GPU\tfraction\treserve\tKV cache/GPU\ttokens/server\tsequences")
-	for _, r := range []struct {
-		name string
-		c    *serving.Capacity
-	}{{"source", s.Source}, {"prefill", s.Prefill}, {"decode", s.Decode}} {
-		if r.c == nil {
-			continue
-		}
+	for _, r := range s.rows() {
 		seqs := "-"
 		if r.c.SeqLen > 0 {
 			seqs = fmt.Sprintf("%.1f x %d", r.c.Sequences, r.c.SeqLen)
@@ -207,11 +217,8 @@ func (s *servingSummary) print(w io.Writer) {
 			formatBytes(r.c.Reserve), formatBytes(r.c.KVBytes), r.c.Tokens, seqs)
 	}
 	tw.Flush()
-	for _, c := range []*serving.Capacity{s.Decode, s.Prefill, s.Source} {
-		if c == nil {
-			continue
-		}
-		k := c.KV
+	if rows := s.rows(); len(rows) > 0 {
+		k := rows[0].c.KV
 		where := "split across TP ranks"
 		if k.Replicated {
 			where = "the same on every TP rank"
@@ -221,10 +228,15 @@ func (s *servingSummary) print(w io.Writer) {
 			idx = fmt.Sprintf(" + %d B indexer", k.IndexerBytes)
 		}
 		fmt.Fprintf(w, "  KV per token: %s, %d layers x (%d B%s) = %d B per GPU, %s\n", k.Attention, k.Layers, k.LayerBytes, idx, k.PerToken, where)
-		if c.Weights.NotLoaded > 0 {
-			fmt.Fprintf(w, "  not loaded: %s of MTP layers in the checkpoint\n", formatBytes(c.Weights.NotLoaded))
+	}
+	var mtp []string
+	for _, r := range s.rows() {
+		if r.c.Weights.NotLoaded > 0 {
+			mtp = append(mtp, fmt.Sprintf("%s %s", r.name, formatBytes(r.c.Weights.NotLoaded)))
 		}
-		break
+	}
+	if mtp != nil {
+		fmt.Fprintf(w, "  not loaded: the MTP layers (%s), a draft model only with speculative decoding\n", strings.Join(mtp, ", "))
 	}
 	for _, a := range s.Assumptions {
 		fmt.Fprintf(w, "  assumed: %s\n", a)
