@@ -90,3 +90,34 @@ func TestKVRefusals(t *testing.T) {
 		t.Errorf("text_config: %+v %v", m, err)
 	}
 }
+
+// FuzzModelFromConfig: any config.json gives a model or ErrConfig, and a model's KV cost is
+// positive or an error; nothing panics.
+func FuzzModelFromConfig(f *testing.F) {
+	for _, name := range []string{"glm-5.json", "kimi-k2-instruct.json", "glm-4.7.official.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "configs", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, 8)
+	}
+	f.Add([]byte(`{"num_hidden_layers": 2, "num_attention_heads": 3, "kv_lora_rank": 100, "index_topk": 1, "index_head_dim": 7}`), 1)
+	f.Fuzz(func(t *testing.T, b []byte, tp int) {
+		var cfg map[string]any
+		if json.Unmarshal(b, &cfg) != nil {
+			return
+		}
+		m, err := ModelFromConfig(cfg)
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error %v is not ErrConfig", err)
+			}
+			return
+		}
+		for _, dt := range []KVDType{KVBF16, KVFP8} {
+			if c, err := m.KVBytesPerToken(dt, tp); err == nil && c.PerToken < 0 {
+				t.Fatalf("negative KV cost %+v", c)
+			}
+		}
+	})
+}

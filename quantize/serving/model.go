@@ -15,6 +15,10 @@ var ErrConfig = errors.New("serving: unusable model config")
 // ErrOptions: options that contradict each other or the model.
 var ErrOptions = errors.New("serving: invalid options")
 
+// maxDim bounds the layer counts and attention dimensions a config may give, far above any model,
+// so that no KV-cache product overflows.
+const maxDim = 1 << 16
+
 // Model holds the config.json fields that decide sharding and KV-cache size.
 type Model struct {
 	Layers      int // num_hidden_layers: layers with a KV cache (MTP layers come after them)
@@ -64,7 +68,7 @@ func ModelFromConfig(cfg map[string]any) (Model, error) {
 		}
 	}
 	num := func(k string) int {
-		if f, ok := cfg[k].(float64); ok && f > 0 {
+		if f, ok := cfg[k].(float64); ok && f > 0 && f < 1<<24 { // dimensions, not sizes: 16M is far above any
 			return int(f)
 		}
 		return 0
@@ -100,6 +104,11 @@ func ModelFromConfig(cfg map[string]any) (Model, error) {
 		}
 		if m.HeadDim == 0 {
 			return Model{}, fmt.Errorf("%w: neither head_dim nor hidden_size", ErrConfig)
+		}
+	}
+	for _, d := range []int{m.Layers, m.Heads, m.KVHeads, m.HeadDim, m.VHeadDim, m.KVLoraRank, m.QKRope, m.IndexHead} {
+		if d > maxDim {
+			return Model{}, fmt.Errorf("%w: a layer count or attention dimension of %d (at most %d)", ErrConfig, d, maxDim)
 		}
 	}
 	return m, nil
