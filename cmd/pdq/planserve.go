@@ -36,7 +36,9 @@ func (f *serveFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.ep, "ep", 1, "serving plan: expert-parallel size inside the TP group (1: experts split by TP; vLLM takes 1 or TP)")
 	fl.StringVar(&f.kvDType, "kv-cache-dtype", "bf16", "serving plan: KV-cache dtype, bf16 (the engines' auto for these models) or fp8_e4m3")
 	fl.Float64Var(&f.memFraction, "mem-fraction", 0, "serving plan: share of GPU memory for weights + KV cache (default: the engine's own, SGLang's --mem-fraction-static heuristic per role, vLLM's --gpu-memory-utilization 0.9)")
-	fl.Var(bytesValue{&f.reserve}, "reserve", "serving plan: ASSUMPTION, memory inside the fraction that holds neither weights nor KV cache (default 1GiB for sglang: CUDA context, communicators; 6GiB for vllm: also activations and CUDA graphs)")
+	fl.Var(bytesValue{&f.reserve}, "reserve", "serving plan: ASSUMPTION, memory inside the fraction that holds neither weights nor KV cache (sglang: CUDA context, communicators; vllm: also activations and CUDA graphs)")
+	fl.Lookup("reserve").DefValue = "1GiB for sglang, 6GiB for vllm"
+	fl.Lookup("gpu-memory").DefValue = "" // off
 	fl.IntVar(&f.seqLen, "seq-len", 0, "serving plan: tokens of one sequence, for the fits-one-sequence check (default config.json max_position_embeddings)")
 	fl.StringVar(&f.serve, "serve", "", "sglang or vllm: plan under that engine's rules and print launch commands for the prefill and decode pools (SGLang v0.5.18, vLLM v0.15; see docs/SERVING.md)")
 	fl.StringVar(&f.out, "out", "DIR", "with --serve: the --out DIR of pdq convert, for the model paths DIR/prefill and DIR/decode")
