@@ -133,3 +133,29 @@ func TestLaunchCommands(t *testing.T) {
 		t.Errorf("quote: %s", got)
 	}
 }
+
+// TestDocsShowGeneratedCommands: the launch commands docs/SERVING.md shows are what the generator
+// writes for those plans (GLM-5 on 8 x 141 GiB, SGLang TP8 and vLLM TP8 EP8, BF16 KV cache).
+func TestDocsShowGeneratedCommands(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "SERVING.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, d := range []Deployment{
+		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
+			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, 8, RolePrefill, true), DecodeFraction: DefaultMemFraction(SGLang, 141<<30, 8, RoleDecode, true)},
+		{Engine: VLLM, Parallel: Parallel{TP: 8, EP: 8}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
+			PrefillFraction: 0.9, DecodeFraction: 0.9},
+	} {
+		cmds, err := d.Commands()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			if !strings.Contains(doc, "# "+c.Name+"\n"+c.String()+"\n") {
+				t.Errorf("docs/SERVING.md does not show the %s %s command:\n%s", d.Engine, c.Name, c.String())
+			}
+		}
+	}
+}
