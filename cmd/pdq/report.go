@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -136,13 +138,13 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 		return err
 	}
 	path, o.against = reportPath(path), reportPath(o.against)
-	rep, err := reportview.Load(path)
+	rep, err := loadReport(path)
 	if err != nil {
 		return err
 	}
 	var repB *convert.Report
 	if o.against != "" {
-		if repB, err = reportview.Load(o.against); err != nil {
+		if repB, err = loadReport(o.against); err != nil {
 			return err
 		}
 	}
@@ -180,6 +182,15 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 		}
 	}
 	return thresholdError(v)
+}
+
+// loadReport loads a report, saying what to give instead when there is no file at path.
+func loadReport(path string) (*convert.Report, error) {
+	rep, err := reportview.Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file (give the report.json or the --out directory of pdq convert)", path)
+	}
+	return rep, err
 }
 
 // reportPath reads a directory (a conversion's output) as its report.json.
