@@ -77,7 +77,7 @@ and writes a per-tensor error report computed from the bytes actually written.`,
 			if globals.verbose {
 				level = slog.LevelDebug
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			slog.SetDefault(slog.New(slog.NewTextHandler(logWriter{cmd.ErrOrStderr()}, &slog.HandlerOptions{Level: level})))
 			if globals.cpuProfile != "" {
 				startProfile(globals.cpuProfile)
 			}

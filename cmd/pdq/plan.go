@@ -30,7 +30,7 @@ a 700 GiB checkpoint.`,
   pdq plan /models/GLM-5-FP8 --group-size 128 --json | jq .decode_bytes`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPlan(cmd.Context(), cmd.OutOrStdout(), args[0], &f, asJSON)
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f, asJSON)
 		},
 	}
 	f.add(cmd)
@@ -70,7 +70,7 @@ func summarizePlan(p *convert.Plan) planSummary {
 	return s
 }
 
-func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON bool) error {
+func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, asJSON bool) error {
 	p, ck, err := openPlan(src, f)
 	if err != nil {
 		return err
@@ -121,12 +121,7 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON 
 		}
 		tw.Flush()
 	}
-	for _, sk := range s.Skipped {
-		fmt.Fprintf(w, "kept dense (unsupported): %s\n", sk)
-	}
-	for _, wn := range s.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", wn)
-	}
+	writeNotes(errw, s.Skipped, s.Warnings)
 	return nil
 }
 

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"strings"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -106,7 +110,36 @@ func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint,
 		}
 		return nil, nil, err
 	}
+	logPlan(p)
 	return p, ck, nil
+}
+
+// logPlan logs the plan's decisions (with -v): the layout found, the options, and the modules
+// of each output by role and scheme.
+func logPlan(p *convert.Plan) {
+	if !slog.Default().Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	o := p.Options
+	slog.Debug("plan", "source", p.Source.Dir, "layout", p.Layout.String(), "shards", len(p.Source.Shards), "modules", len(p.Modules),
+		"group_size", o.GroupSize, "method", o.Method, "targets", o.Targets, "ignore", o.Ignore, "decode_dense", o.DecodeDense)
+	for _, out := range []*convert.Output{p.Prefill, p.Decode} {
+		if out == nil {
+			continue
+		}
+		counts := p.Counts(out.Kind)
+		roles := make([]string, 0, len(counts))
+		for _, r := range rules.Roles {
+			if c := counts[string(r)]; c != nil {
+				roles = append(roles, string(r)+": "+formatCounts(c))
+			}
+		}
+		slog.Debug("plan output", "output", out.Kind, "shards", len(out.Shards), "bytes", out.Bytes(p.Source),
+			"copies_source", out.CopySource, "modules", strings.Join(roles, "; "))
+	}
+	for _, s := range p.Skipped {
+		slog.Debug("plan: kept dense", "module", s)
+	}
 }
 
 // groupOption maps the --group-size flag (0 = per channel) to convert.Options.GroupSize.

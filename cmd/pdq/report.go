@@ -35,6 +35,7 @@ type reportOptions struct {
 	against          string
 	plot             string
 	html             string
+	quiet            bool
 }
 
 func newReportCmd() *cobra.Command {
@@ -63,7 +64,7 @@ one self-contained page (no network needed) with the summary, a sortable table a
   pdq report out/report.json --top 0 --csv > tensors.csv`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReport(cmd.Context(), cmd.OutOrStdout(), args[0], o)
+			return runReport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}
 	fl := cmd.Flags()
@@ -79,6 +80,7 @@ one self-contained page (no network needed) with the summary, a sortable table a
 	fl.StringVar(&o.against, "against", "", "compare with this second report.json or output directory (deltas are REPORT − this)")
 	fl.StringVar(&o.plot, "plot", "", "draw heatmaps and histograms into this .png or .svg file")
 	fl.StringVar(&o.html, "html", "", "write a self-contained HTML page to this file")
+	fl.BoolVarP(&o.quiet, "quiet", "q", false, "print no table: only the files written and the tensors over a threshold (on stderr), for CI")
 	return cmd
 }
 
@@ -132,7 +134,7 @@ func plotFormat(path string) (string, error) {
 	return "", fmt.Errorf("%q: the name must end in .png or .svg", path)
 }
 
-func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) error {
+func runReport(ctx context.Context, w, errw io.Writer, path string, o reportOptions) error {
 	q, err := o.parse()
 	if err != nil {
 		return err
@@ -157,6 +159,7 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 		v.Compare(o.against, repB)
 	}
 	switch {
+	case o.quiet:
 	case o.asJSON:
 		err = reportview.WriteJSON(w, v)
 	case o.asCSV:
@@ -175,13 +178,21 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 		if err := writeFileAtomic(o.plot, func(w io.Writer) error { return reportview.WritePlot(w, v, format) }); err != nil {
 			return err
 		}
+		what := "SQNR heatmaps (layer x expert, one panel per routed-expert projection) and histograms"
+		if v.Diff != nil {
+			what = "ΔSQNR heatmaps (layer x expert, one panel per routed-expert projection) and histograms"
+		}
+		fmt.Fprintf(errw, "wrote %s: %s of %d selected tensors\n", o.plot, what, len(v.Selected))
 	}
 	if o.html != "" {
 		if err := writeFileAtomic(o.html, func(w io.Writer) error { return reportview.WriteHTML(w, v) }); err != nil {
 			return err
 		}
+		fmt.Fprintf(errw, "wrote %s: summary, sortable table of %d tensors and pictures, one self-contained page\n", o.html, len(v.Selected))
 	}
-	return thresholdError(v)
+	// The output lists the offenders (the table's FAIL section, the JSON "failures"); the error
+	// lists them when nothing printed them (-q, and --csv, which lists the --top rows).
+	return thresholdError(v, o.quiet || o.asCSV)
 }
 
 // loadReport loads a report, saying what to give instead when there is no file at path.
@@ -225,13 +236,17 @@ func checkRoles(roles []string, reps ...*convert.Report) error {
 	return nil
 }
 
-// thresholdError lists the tensors over the thresholds (exit status 1), or returns nil.
-func thresholdError(v *reportview.View) error {
+// thresholdError is the failure (exit status 1) when tensors are over the thresholds, or nil; it
+// lists them when list is set, and otherwise points at the table above.
+func thresholdError(v *reportview.View, list bool) error {
 	if len(v.Failures) == 0 {
 		return nil
 	}
+	if !list {
+		return fmt.Errorf("%d of %d selected tensors over the thresholds (listed in the output)", len(v.Failures), len(v.Selected))
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "report: %d of %d selected tensors over the thresholds:", len(v.Failures), len(v.Selected))
+	fmt.Fprintf(&b, "%d of %d selected tensors over the thresholds:", len(v.Failures), len(v.Selected))
 	for i, f := range v.Failures {
 		if i == 10 {
 			fmt.Fprintf(&b, "\n  ... and %d more (--json lists all)", len(v.Failures)-10)

@@ -34,6 +34,7 @@ type RunOptions struct {
 	Tool        string          // tool name and version recorded in outputs
 	// Progress, when set, is called with the source bytes done after each slab (from any goroutine).
 	Progress func(done, total int64, tensor string)
+	Events   Events // what the run kept from an earlier one, and each shard it finishes
 }
 
 // ErrNotEmpty: the output directory holds files and neither Resume nor Force was given.
@@ -161,6 +162,7 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := j.save(dir); err != nil {
 		return nil, err
 	}
+	ro.Events.resumed(p, j)
 	r := &runner{plan: p, ro: ro, dir: dir, journal: j, records: map[string][]record{}, budget: newBudget(ro.MaxMemory)}
 	for _, out := range []*Output{p.Prefill, p.Decode} {
 		if out == nil || out.CopySource {
@@ -480,7 +482,11 @@ func (r *runner) journalShard(set *shardSet, i int) error {
 	for _, spec := range set.out.Shards[i].Specs {
 		fs.Records = append(fs.Records, r.records[set.out.Kind+"\x00"+spec.Name]...)
 	}
-	return r.journal.add(r.dir, key, fs)
+	if err := r.journal.add(r.dir, key, fs); err != nil {
+		return err
+	}
+	r.ro.Events.shardDone(set.out.Kind, set.out.Shards[i].FileName, size)
+	return nil
 }
 
 // copySource copies or links an FP8 source's shards into prefill/ unchanged. It runs beside the
@@ -509,6 +515,7 @@ func (r *runner) copySource(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.ro.Events.shardDone("prefill", s.Name, size)
 	}
 	return nil
 }
