@@ -118,7 +118,8 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 		return 0
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		fmt.Fprintln(stderr, "pdq: interrupted; nothing unfinished was left under a final name (convert, publish and pull resume when rerun)")
+		// Short enough for an 80-column terminal; nothing unfinished is under a final name.
+		fmt.Fprintf(stderr, "%s: interrupted; rerun the same command to resume\n", cmd.CommandPath())
 		return exitInterrupted
 	}
 	fmt.Fprintln(stderr, errorLine(cmd, err))
