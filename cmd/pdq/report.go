@@ -45,7 +45,8 @@ func newReportCmd() *cobra.Command {
 		Short: "Summarize a conversion's error report, check thresholds, compare two runs, draw pictures",
 		Long: `Report reads the report.json that pdq convert writes (or DIR/report.json) and prints a summary per output, role and
 scheme (tensor count, elements, stored bytes and bits per weight, mean and min SQNR, worst relative
-RMSE), then the --top worst tensors under --sort. --filter, --role and --output narrow every part
+RMSE), then the --top worst tensors under --sort. The mean SQNR is the mean over the tensors of
+each tensor's SQNR in dB (mean_sqnr_db in --json), the statistic convert and verify print too. --filter, --role and --output narrow every part
 of the output, thresholds included.
 
 With --against B.json it pairs the tensors of both runs by output and module (rtn against mse,
@@ -53,12 +54,12 @@ g32 against g128, ...) and prints the per-role mean ΔSQNR = A − B and the big
 positive Δ means REPORT.json is closer to the source.
 
 --fail-sqnr-below and --fail-rel-rmse-above make it exit with status 1 when a selected tensor is
-over a limit, listing the offenders. --plot draws heatmaps of SQNR (ΔSQNR with --against) by layer
+over a limit, listing the offenders once (in the table, or on stderr with -q). --plot draws heatmaps of SQNR (ΔSQNR with --against) by layer
 and expert for each routed-expert projection, with histograms of per-tensor values; --html writes
 one self-contained page (no network needed) with the summary, a sortable table and the pictures.`,
 		Example: `  pdq report /data/glm5-pd/report.json
   pdq report out/report.json --role routed_experts --sort rel_rmse --top 50
-  pdq report out/report.json --output decode --fail-sqnr-below 18        # CI gate
+  pdq report out/report.json --output decode --fail-sqnr-below 18 -q     # CI gate
   pdq report mse/report.json --against rtn/report.json                   # what mse bought
   pdq report out/report.json --plot sqnr.png --html report.html
   pdq report out/report.json --top 0 --csv > tensors.csv`,
