@@ -54,8 +54,9 @@ g32 against g128, ...) and prints the per-role mean ΔSQNR = A − B and the big
 positive Δ means REPORT.json is closer to the source.
 
 --fail-sqnr-below and --fail-rel-rmse-above make it exit with status 1 when a selected tensor is
-over a limit, listing the offenders once (in the table, or on stderr with -q). --plot draws heatmaps of SQNR (ΔSQNR with --against) by layer
-and expert for each routed-expert projection, with histograms of per-tensor values; --html writes
+over a limit, listing the offenders once (in the table, or on stderr with -q). --plot draws
+heatmaps of SQNR (ΔSQNR with --against) by layer and expert for each routed-expert projection,
+with histograms of per-tensor values, and says what it wrote; --html writes
 one self-contained page (no network needed) with the summary, a sortable table and the pictures.`,
 		Example: `  pdq report /data/glm5-pd/report.json
   pdq report out/report.json --role routed_experts --sort rel_rmse --top 50
