@@ -103,7 +103,7 @@ func (b *progressBar) draw() {
 
 // progressLine lays out one line of progress in fewer than width columns:
 //
-//	convert [cpu]  45% [=========>          ] 1.62 GiB/3.66 GiB  12.3 MiB/s  ETA 12s  model.layers.3.mlp.experts.7.up_proj.weight
+//	convert [cpu]  45% [=========>          ] 1.62/3.66 GiB  12.30 MiB/s  ETA 12s  model.layers.3.mlp.experts.7.up_proj.weight
 //
 // When the terminal is narrow it truncates the name from the left ("…experts.7.up_proj.weight"),
 // then drops the name, the rate, the byte counts, the ETA and the label's detail, in that order;
@@ -115,11 +115,17 @@ func progressLine(width int, label string, done, total int64, elapsed time.Durat
 	frac := float64(done) / float64(max(total, 1))
 	pct := fmt.Sprintf("%3.0f%%", 100*frac)
 	bytes := formatBytes(done) + "/" + formatBytes(total)
+	if d, t := formatBytes(done), formatBytes(total); d[strings.LastIndex(d, " "):] == t[strings.LastIndex(t, " "):] {
+		bytes = d[:strings.LastIndex(d, " ")] + "/" + t // one unit: "32.74/48.55 MiB"
+	}
 	rate, eta := "", "ETA -"
 	if s := elapsed.Seconds(); s > 0.5 && done > 0 {
 		r := float64(done) / s
 		rate = formatBytes(int64(r)) + "/s"
 		eta = "ETA " + shortDuration(time.Duration(float64(total-done)/r*float64(time.Second)))
+	}
+	if done == total {
+		eta = "in " + shortDuration(elapsed) // finished: how long it took
 	}
 	short, _, _ := strings.Cut(label, " ")
 	type layout struct {

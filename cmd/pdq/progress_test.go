@@ -14,9 +14,9 @@ func TestProgressLineFits(t *testing.T) {
 		width          int
 		want, wantNone []string
 	}{
-		{200, []string{"convert [cpu]", " 45%", "GiB/", "GiB/s", "ETA ", name}, []string{"…"}},
-		{120, []string{"convert [cpu]", " 45%", "GiB/", "ETA ", "…"}, nil},
-		{80, []string{"convert [cpu]", " 45%", "GiB/", "ETA "}, nil},
+		{200, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "GiB/s", "ETA ", name}, []string{"…"}},
+		{120, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "…"}, nil},
+		{80, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA "}, nil},
 		{60, []string{"convert", " 45%", "ETA "}, nil},
 		{40, []string{" 45%"}, nil},
 		{20, nil, nil},
@@ -56,6 +56,9 @@ func TestProgressBarStopsWhereItWas(t *testing.T) {
 	out := buf.String()
 	if !strings.HasSuffix(out, "\n") || !strings.Contains(out, " 30%") || strings.Contains(out, "100%") {
 		t.Errorf("after Stop: %q", out)
+	}
+	if line := progressLine(80, "convert", 100, 100, 3*time.Second, ""); !strings.Contains(line, "in 3s") || strings.Contains(line, "ETA") {
+		t.Errorf("finished: %q", line)
 	}
 	b.Stop() // a second Stop draws nothing more
 	if buf.String() != out {

@@ -297,7 +297,7 @@ func TestTerminalSession(t *testing.T) {
 	scr = newScreen(200, raw)
 	lines = scr.text()
 	if code != 0 || scr.barWraps("convert [") != 0 || len(lines) == 0 || !strings.HasPrefix(lines[0], "convert [cpu] 100%") ||
-		!strings.Contains(lines[0], "/s  ETA") || strings.Contains(lines[0], "…") {
+		!strings.Contains(lines[0], "/s  in ") || strings.Contains(lines[0], "…") {
 		t.Errorf("200 columns: exit %d, %d wrapped; screen:\n%s", code, scr.barWraps("convert ["), strings.Join(lines, "\n"))
 	}
 }
