@@ -105,11 +105,11 @@ func (b *progressBar) draw() {
 //
 //	convert [cpu]  45% [=========>          ] 1.62/3.66 GiB  12.30 MiB/s  ETA 12s  model.layers.3.mlp.experts.7.up_proj.weight
 //
-// When the terminal is narrow it truncates the name from the left ("…experts.7.up_proj.weight"),
-// then drops the name, the rate, the byte counts, the ETA and the label's detail, in that order;
-// the bar takes what is left (10 to 40 columns).
+// When the terminal is narrow it shortens the bar (to no less than 10 columns) and truncates the
+// name from the left ("…experts.7.up_proj.weight"), then drops the rate, the name, the byte
+// counts, the ETA and the label's detail, in that order; a wide one gets a bar of 40 columns.
 func progressLine(width int, label string, done, total int64, elapsed time.Duration, name string) string {
-	const barMin, barMax, nameMin = 10, 40, 16
+	const barMin, barMax, nameMin, nameWant = 10, 40, 16, 56
 	budget := width - 1 // the last column would make some terminals wrap
 	done = min(max(done, 0), total)
 	frac := float64(done) / float64(max(total, 1))
@@ -169,9 +169,12 @@ func progressLine(width int, label string, done, total int64, elapsed time.Durat
 		if room < barMin && i < len(layouts)-1 {
 			continue
 		}
-		barW := min(max(room, 1), barMax)
-		if !l.withName {
-			barW = min(max(budget-fixed, 1), barMax)
+		barW := min(max(budget-fixed, 1), barMax)
+		if l.withName {
+			// The name column comes before a longer bar (it says where the run is), up to
+			// nameWant; the bar's width depends only on the terminal's, so it does not jitter
+			// as names change length.
+			barW = min(max(budget-fixed-2-nameWant, barMin), barMax)
 		}
 		line := strings.Join(head, " ") + " " + bar(barW, frac)
 		if len(tail) > 0 {

@@ -15,7 +15,8 @@ func TestProgressLineFits(t *testing.T) {
 		want, wantNone []string
 	}{
 		{200, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "GiB/s", "ETA ", name}, []string{"…"}},
-		{120, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "…"}, nil},
+		{120, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", name}, []string{"…"}},
+		{90, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "…", "gate_proj.weight"}, nil},
 		{80, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA "}, nil},
 		{60, []string{"convert", " 45%", "ETA "}, nil},
 		{40, []string{" 45%"}, nil},
