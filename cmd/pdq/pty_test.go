@@ -238,7 +238,13 @@ func TestTerminalSession(t *testing.T) {
 		if strings.Count(string(j), `"key":"decode/`) >= 2 && strings.Contains(s.output(), "%") {
 			break
 		}
-		if time.Now().After(deadline) || s.cmd.ProcessState != nil {
+		exited := false
+		select {
+		case <-s.read: // the terminal closed: pdq finished before the test could interrupt it
+			exited = true
+		default:
+		}
+		if exited || time.Now().After(deadline) {
 			t.Fatalf("no progress to interrupt; drawn so far:\n%q", s.output())
 		}
 		time.Sleep(20 * time.Millisecond)
