@@ -13,13 +13,10 @@ import (
 	"pdq/quantize/reportview"
 )
 
-// sqnrStatistic names the summary statistic that convert, verify and report all print: the mean
-// over a group's tensors of each tensor's SQNR in dB (pdq report's "mean SQNR dB"), not the SQNR
-// pooled over all the group's elements (report.json's summary "sqnr_db").
-const sqnrStatistic = "mean SQNR dB: the mean over the tensors of each tensor's SQNR"
-
 // writeGroups prints the per-output, role and scheme summary of rows with the statistics of pdq
-// report (reportview.Summarize), so that every command shows the same numbers for one run.
+// report (reportview.Summarize), so that every command shows the same numbers for one run: the
+// mean over a group's tensors of each tensor's SQNR in dB ("mean SQNR dB"), not the SQNR pooled
+// over all the group's elements (report.json's summary "sqnr_db").
 func writeGroups(w io.Writer, rows []convert.TensorReport, withOutput bool) {
 	groups := reportview.Summarize(rows)
 	rtn := false
