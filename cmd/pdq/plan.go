@@ -35,7 +35,7 @@ a 700 GiB checkpoint.`,
   pdq plan /models/GLM-5-FP8 --gpu-memory 141GiB --serve sglang --out /data/g5`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPlan(cmd.Context(), cmd.OutOrStdout(), args[0], &f, &sf, asJSON, parts)
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f, &sf, asJSON, parts)
 		},
 	}
 	f.add(cmd)
@@ -79,7 +79,7 @@ func summarizePlan(p *convert.Plan) planSummary {
 	return s
 }
 
-func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, sf *serveFlags, asJSON bool, parts int) error {
+func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, sf *serveFlags, asJSON bool, parts int) error {
 	if parts < 0 {
 		return usagef("plan: --parts %d: want a number of parts, at least 1", parts)
 	}
@@ -146,12 +146,7 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, sf *ser
 		}
 		tw.Flush()
 	}
-	for _, sk := range s.Skipped {
-		fmt.Fprintf(w, "kept dense (unsupported): %s\n", sk)
-	}
-	for _, wn := range s.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", wn)
-	}
+	writeNotes(errw, s.Skipped, s.Warnings)
 	if s.Parts != nil {
 		printParts(w, s.Parts)
 	}

@@ -42,6 +42,7 @@ func (r *runner) copySource(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.ro.Events.shardDone(KindPrefill, s.Name, size)
 	}
 	return nil
 }

@@ -58,7 +58,11 @@ func (r *runner) journalShard(set *shardSet, i int) error {
 	for _, spec := range set.out.Shards[i].Specs {
 		fs.Records = append(fs.Records, r.records[recordKey{set.out.Kind, spec.Name}]...)
 	}
-	return r.journal.add(r.dir, key, fs)
+	if err := r.journal.add(r.dir, key, fs); err != nil {
+		return err
+	}
+	r.ro.Events.shardDone(set.out.Kind, set.out.Shards[i].FileName, size)
+	return nil
 }
 
 // report assembles report.json from the records, in plan order.

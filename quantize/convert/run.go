@@ -40,6 +40,7 @@ type RunOptions struct {
 	Part        Part            // one part of a split conversion (the zero Part: all of it)
 	// Progress, when set, is called with the source bytes done after each slab (from any goroutine).
 	Progress func(done, total int64, tensor string)
+	Events   Events // what the run kept from an earlier one, and each shard it finishes
 }
 
 // ErrNotEmpty: the output directory holds files and Existing is Refuse.
@@ -115,6 +116,7 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := j.save(dir); err != nil {
 		return nil, err
 	}
+	ro.Events.resumed(p, j, own)
 	r, err := newRunner(p, dir, ro, j, own)
 	if err != nil {
 		return nil, err
