@@ -25,11 +25,17 @@ func PartialName(path string) string {
 // planted under its name, is removed first, never written through). On any error it is
 // removed and path is untouched.
 func WriteAtomic(path string, fill func(io.Writer) error) error {
+	return WriteAtomicPerm(path, 0o644, fill)
+}
+
+// WriteAtomicPerm is WriteAtomic creating the file with permission bits perm (exactly: the
+// umask can only narrow them).
+func WriteAtomicPerm(path string, perm os.FileMode, fill func(io.Writer) error) error {
 	tmp := PartialName(path)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -102,17 +102,22 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string,
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// copyFile makes dst a copy of src (temporary name, then rename).
+// copyFile makes dst a copy of src (temporary name, then rename), with src's permission bits
+// at most 0644: a copy is never readable by more users than its source.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
 	defer in.Close()
-	return writeAtomic(dst, func(w io.Writer) error {
+	fi, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	return convertErr(fsutil.WriteAtomicPerm(dst, fi.Mode().Perm()&0o644, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
-	})
+	}))
 }
 
 // writeFileAtomic and writeAtomic are fsutil's, with convert's error prefix.

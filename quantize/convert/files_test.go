@@ -44,21 +44,33 @@ func TestLinkModeSymlinkedShard(t *testing.T) {
 	}
 }
 
-// TestReviewSymlinkedSideFiles: a Hugging Face cache snapshot holds symbolic links to its blobs.
-// The tokenizer and other side files reached through such links are copied into both outputs
-// (as regular files), not silently left out.
+// TestSymlinkedSideFiles: in a Hugging Face cache snapshot a side file linking to the
+// repository's blobs/ is copied as a regular file; a link to a file outside the source and its
+// blobs is not copied; a copy never gets wider permissions than its source.
 func TestSymlinkedSideFiles(t *testing.T) {
-	src := writeCheckpoint(t, []raw{
+	made := writeCheckpoint(t, []raw{
 		bf16Tensor("model.layers.1.mlp.experts.0.gate_proj.weight", 1, 64, 128),
 		bf16Tensor("model.layers.1.self_attn.q_proj.weight", 2, 128, 128),
 	}, map[string]any{"model_type": "glm4_moe"})
-	blob := filepath.Join(t.TempDir(), "blob-0123")
-	if err := os.WriteFile(blob, []byte(`{"version":"1.0"}`), 0o644); err != nil {
+	repo := filepath.Join(t.TempDir(), "models--org--m")
+	src := filepath.Join(repo, "snapshots", "0123abcd")
+	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(blob, filepath.Join(src, "tokenizer.json")); err != nil {
+	if err := os.Rename(made, src); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(repo, "blobs"), 0o755)
+	if err := os.WriteFile(filepath.Join(repo, "blobs", "blob-0123"), []byte(`{"version":"1.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../blobs/blob-0123", filepath.Join(src, "tokenizer.json")); err != nil {
 		t.Skipf("symbolic links: %v", err)
 	}
+	secret := filepath.Join(t.TempDir(), "shadow")
+	os.WriteFile(secret, []byte("root:x"), 0o600)
+	os.Symlink(secret, filepath.Join(src, "special_tokens_map.json"))
+	os.WriteFile(filepath.Join(src, "private.txt"), []byte("p"), 0o600)
 	out := filepath.Join(t.TempDir(), "out")
 	convertTo(t, src, out, convert.Options{}, convert.RunOptions{Workers: 2})
 	for _, kind := range []string{"prefill", "decode"} {
@@ -70,6 +82,14 @@ func TestSymlinkedSideFiles(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(p); !fi.Mode().IsRegular() || string(b) != `{"version":"1.0"}` {
 			t.Errorf("%s/tokenizer.json: mode %v, %q", kind, fi.Mode(), b)
+		}
+		if _, err := os.Lstat(filepath.Join(out, kind, "special_tokens_map.json")); err == nil {
+			t.Errorf("%s: a link to a file outside the source was copied", kind)
+		}
+		if fi, err := os.Stat(filepath.Join(out, kind, "private.txt")); err != nil {
+			t.Errorf("%s/private.txt not copied: %v", kind, err)
+		} else if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s/private.txt: mode %v, want 0600 like its source", kind, fi.Mode().Perm())
 		}
 	}
 }

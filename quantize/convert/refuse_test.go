@@ -451,3 +451,24 @@ func TestZeroInFeatures(t *testing.T) {
 		}()
 	}
 }
+
+// TestFP8ScaleNotPositive: an FP8 weight_scale_inv of 0, a negative or a NaN is refused naming
+// the tensor and the block, and nothing is left under a final name.
+func TestFP8ScaleNotPositive(t *testing.T) {
+	for _, bad := range []float32{0, -0.5, float32(math.NaN()), float32(math.Inf(1))} {
+		var ts []raw
+		ts = append(ts, fp8Tensor("model.layers.1.mlp.experts.0.up_proj.weight", 1, 256, 256, false)...)
+		s := ts[1].data
+		binary.LittleEndian.PutUint32(s[4*3:], math.Float32bits(bad)) // block [1, 1]
+		ts = append(ts, fp8Tensor("model.layers.1.self_attn.o_proj.weight", 3, 256, 256, false)...)
+		src := writeCheckpoint(t, ts, fp8Config)
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2})
+		if !errors.Is(err, quantize.ErrBadScale) || !strings.Contains(err.Error(), "up_proj.weight_scale_inv") || !strings.Contains(err.Error(), "block [1, 1]") {
+			t.Errorf("scale %v: %v, want ErrBadScale naming the tensor and block [1, 1]", bad, err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+			t.Errorf("scale %v: report.json written", bad)
+		}
+	}
+}

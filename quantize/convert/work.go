@@ -90,6 +90,9 @@ func decodeSource(be kernels.Backend, dst []float32, m *Module, s *slab) error {
 	if err := safetensors.DecodeFloat32(scale, s.scaleRaw, m.Scale.DType); err != nil {
 		return fmt.Errorf("tensor %q: %w", m.Scale.Name, err)
 	}
+	if err := checkScales(m, scale, sr0); err != nil {
+		return err
+	}
 	rows, cols := s.r1-s.r0, m.Cols
 	if isChannelScale(m) {
 		return quantize.DecodeFP8Channel(dst, s.raw, scale, rows, cols)
@@ -97,6 +100,20 @@ func decodeSource(be kernels.Backend, dst []float32, m *Module, s *slab) error {
 	// Block scales: FP8BlockSize x FP8BlockSize blocks (the plan refuses other block sizes); the
 	// slab starts on a block row, so its scale rows are whole.
 	return quantize.DecodeFP8BlockOn(be, dst, s.raw, scale, []int64{sr1 - sr0, int64(scaleCols(m))}, rows, cols)
+}
+
+// checkScales refuses FP8 dequantization scales that are not positive finite numbers: a zero,
+// negative or NaN weight_scale_inv would silently zero, flip or poison a whole block. first is
+// the scale row of scale[0]; the error names the tensor and the block.
+func checkScales(m *Module, scale []float32, first int64) error {
+	cols := int64(scaleCols(m))
+	for i, v := range scale {
+		if !(v > 0) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("tensor %q: %w: %v at block [%d, %d] (an FP8 scale must be a positive finite number)",
+				m.Scale.Name, quantize.ErrBadScale, v, first+int64(i)/cols, int64(i)%cols)
+		}
+	}
+	return nil
 }
 
 // isChannelScale reports a per-output-channel FP8 scale ([N, 1] or [N]).
