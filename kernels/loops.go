@@ -30,6 +30,10 @@ type loopSet struct {
 	decodeE4M3 func(dst []float32, codes []byte, s float32)
 	// encodeE4M3 writes e4m3(src[i]/s) into codes (len(codes) == len(src)).
 	encodeE4M3 func(codes []byte, src []float32, s float32)
+	// gemmTile adds a gemmMR×gemmNR tile of packed panels to C (gemmTileScalar).
+	gemmTile func(kc int, ap, bp, c []float32, ldc int)
+	// axpy sets y[i] = fma32(a, x[i], y[i]) (len(x) == len(y)).
+	axpy func(y, x []float32, a float32)
 }
 
 var scalarLoops = loopSet{
@@ -47,6 +51,8 @@ var scalarLoops = loopSet{
 	errLanesInt4: errLanesInt4Scalar,
 	decodeE4M3:   decodeE4M3Scalar,
 	encodeE4M3:   encodeE4M3Scalar,
+	gemmTile:     gemmTileScalar,
+	axpy:         axpyScalar,
 }
 
 // loopSets lists the implementations this binary and CPU can run, the scalar one first and the
