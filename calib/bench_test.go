@@ -97,20 +97,23 @@ func BenchmarkGPTQExpert(b *testing.B) {
 func BenchmarkFactorize(b *testing.B) {
 	for _, k := range []int{2048, 6144} {
 		h := lowRankHessian(rand.New(rand.NewPCG(1, 2)), k)
-		b.Run(fmt.Sprint(k), func(b *testing.B) {
-			for range b.N {
-				if _, err := calib.Factorize(context.Background(), h, k, calib.GPTQOptions{}); err != nil {
-					b.Fatal(err)
+		for _, impl := range []string{"kernels", "legacy"} {
+			b.Run(fmt.Sprintf("%d/%s", k, impl), func(b *testing.B) {
+				cpu0 := processCPU()
+				for range b.N {
+					if impl == "legacy" {
+						if _, _, ok := legacyFactorize(h, k, false); !ok {
+							b.Fatal("legacy factorization failed")
+						}
+					} else if _, err := calib.Factorize(context.Background(), h, k, calib.GPTQOptions{}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
-		b.Run(fmt.Sprintf("%d/legacy", k), func(b *testing.B) {
-			for range b.N {
-				if _, _, ok := legacyFactorize(h, k, false); !ok {
-					b.Fatal("legacy factorization failed")
+				if cpu := processCPU() - cpu0; cpu0 > 0 && cpu > 0 {
+					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
