@@ -33,3 +33,48 @@ func TestTableShowsWeightedSQNR(t *testing.T) {
 		t.Fatalf("calibrated report lacks the weighted column:\n%s", cal.String())
 	}
 }
+
+// TestHTMLShowsCalibration: a calibrated report's page names the statistics and methods and
+// gets the weighted SQNR, method and entry columns in its sortable table; an uncalibrated one
+// has none of them.
+func TestHTMLShowsCalibration(t *testing.T) {
+	rep, err := Load("testdata/report.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	if err := WriteHTML(&plain, NewView("r", rep, Query{Top: 5}, Thresholds{})); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"weighted dB", `data-key="calib_method"`, "calibration "} {
+		if strings.Contains(plain.String(), s) {
+			t.Fatalf("uncalibrated page contains %q", s)
+		}
+	}
+	v := convert.Float(23.456)
+	for i := range rep.Tensors {
+		rep.Tensors[i].WeightedSQNR = &v
+		rep.Tensors[i].CalibMethod = convert.CalibGPTQ
+		rep.Tensors[i].CalibEntry = "model.layers.0.mlp.experts.0.gate_proj"
+	}
+	rep.Calibration = &convert.CalibReport{File: "stats.safetensors", Tokens: 1000, Method: convert.CalibGPTQ,
+		Source: "tiny", Modules: map[string]int{convert.CalibGPTQ: 3, convert.CalibWeighted: 1}, NoTokens: 2, WeightedSQNR: &v}
+	var cal bytes.Buffer
+	if err := WriteHTML(&cal, NewView("r", rep, Query{Top: 5}, Thresholds{})); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"weighted dB", `data-key="weighted"`, `data-key="calib_method"`, `data-key="calib_entry"`,
+		"23.46", ">gptq<", "experts.0.gate_proj",
+		"calibration gptq from stats.safetensors (1000 tokens, tiny), weighted SQNR 23.46 dB, gptq 3, weighted 1, 2 saw no tokens, 0 without statistics"} {
+		if !strings.Contains(cal.String(), s) {
+			t.Errorf("calibrated page lacks %q", s)
+		}
+	}
+	var text bytes.Buffer
+	if err := WriteTable(&text, NewView("r", rep, Query{Top: 5}, Thresholds{})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "calibration gptq from stats.safetensors") || !strings.Contains(text.String(), "gptq") {
+		t.Errorf("calibrated table lacks the calibration line or method:\n%s", text.String())
+	}
+}
