@@ -148,11 +148,18 @@ func gemmTileScalar(kc int, ap, bp, c []float32, ldc int) {
 	ap, bp = ap[:kc*gemmMR], bp[:kc*gemmNR]
 	var t [gemmMR * gemmNR]float32 // p outermost: independent sums, not one long dependency chain
 	for p := range kc {
-		b := bp[p*gemmNR : (p+1)*gemmNR : (p+1)*gemmNR]
+		b := (*[gemmNR]float32)(bp[p*gemmNR:])
 		for i := range gemmMR {
-			a, ti := ap[p*gemmMR+i], t[i*gemmNR:(i+1)*gemmNR:(i+1)*gemmNR]
+			a, ti := ap[p*gemmMR+i], (*[gemmNR]float32)(t[i*gemmNR:])
 			for j, bj := range b {
-				ti[j] = fma32(a, bj, ti[j])
+				// fma32, its common case written out (the function is too large to inline)
+				p := float64(float64(a) * float64(bj))
+				s := p + float64(ti[j])
+				if u := math.Float64bits(s); u&(1<<29-1) != 1<<28 && (u>>52)&0x7ff >= 897 {
+					ti[j] = float32(s)
+				} else {
+					ti[j] = fma32Slow(p, float64(ti[j]), s)
+				}
 			}
 		}
 	}
@@ -181,16 +188,23 @@ func axpyScalar(y, x []float32, a float32) {
 func fma32(a, b, c float32) float32 {
 	p := float64(float64(a) * float64(b))
 	s := p + float64(c)
-	r := float32(s)
-	// A float32 midpoint in the normal range has the 29 low bits of s equal to 1<<28.
-	if math.Abs(s) >= 0x1p-126 && math.Float64bits(s)&(1<<29-1) != 1<<28 {
-		return r
+	// A float32 midpoint in the normal range (|s| >= 2^-126: biased exponent >= 897) has the
+	// 29 low bits of s equal to 1<<28; anything else (Inf and NaN included) rounds correctly
+	// from s.
+	if b := math.Float64bits(s); b&(1<<29-1) != 1<<28 && (b>>52)&0x7ff >= 897 {
+		return float32(s)
 	}
+	return fma32Slow(p, float64(c), s)
+}
+
+// fma32Slow is fma32 for sums s = p + c that may lie on a float32 midpoint or be subnormal.
+func fma32Slow(p, c, s float64) float32 {
+	r := float32(s)
 	if float64(r) == s || math.IsInf(s, 0) || math.IsNaN(s) {
 		return r
 	}
 	bb := s - p
-	e := (p - (s - bb)) + (float64(c) - bb)
+	e := (p - (s - bb)) + (c - bb)
 	if e == 0 {
 		return r
 	}
