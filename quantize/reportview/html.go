@@ -168,6 +168,12 @@ func (p *htmlPage) addFigure(v *View) error {
 		p.FigureAlt = "ΔSQNR (A − B) of the routed experts by layer (rows) and expert (columns), one panel per projection; histograms of per-tensor ΔSQNR."
 	} else {
 		p.FigureAlt = "SQNR of the routed experts by layer (rows) and expert (columns), one panel per projection; histograms of per-tensor SQNR."
+		for _, t := range v.Selected {
+			if t.WeightedSQNR != nil {
+				p.FigureAlt = strings.TrimSuffix(p.FigureAlt, ".") + " and of the activation-weighted SQNR of the calibrated tensors."
+				break
+			}
+		}
 	}
 	return nil
 }

@@ -78,3 +78,52 @@ func TestHTMLShowsCalibration(t *testing.T) {
 		t.Errorf("calibrated table lacks the calibration line or method:\n%s", text.String())
 	}
 }
+
+// TestPlotShowsWeightedSQNR: a calibrated report's figure gets a histogram of the weighted
+// SQNR per output ("int4 weighted") holding every selected row that has one; an uncalibrated
+// report's does not.
+func TestPlotShowsWeightedSQNR(t *testing.T) {
+	rep, err := Load("testdata/report.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasWeighted := func(f *figure) (n int, found bool) {
+		for _, h := range f.hists {
+			if strings.HasSuffix(h.scheme, " weighted") {
+				n += len(h.vals)
+				found = true
+			}
+		}
+		return n, found
+	}
+	f, err := newFigure(NewView("r", rep, Query{}, Thresholds{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found := hasWeighted(f); found {
+		t.Fatal("uncalibrated figure has a weighted histogram")
+	}
+	want := 0
+	for i, r := range rep.Tensors {
+		if r.Scheme == "int4" {
+			v := convert.Float(20 + float64(i%7))
+			rep.Tensors[i].WeightedSQNR = &v
+			want++
+		}
+	}
+	if want == 0 {
+		t.Fatal("test report has no int4 rows")
+	}
+	v := NewView("r", rep, Query{}, Thresholds{})
+	f, err = newFigure(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, found := hasWeighted(f); !found || n != want {
+		t.Fatalf("weighted histograms hold %d values (found %v), want %d", n, found, want)
+	}
+	var png bytes.Buffer
+	if err := WritePlot(&png, v, FormatPNG); err != nil || png.Len() == 0 {
+		t.Fatalf("plot: %v (%d bytes)", err, png.Len())
+	}
+}
