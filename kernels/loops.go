@@ -7,9 +7,9 @@ import (
 )
 
 // loopSet holds one implementation of the inner loops of the CPU backend. The scalar set (the
-// functions of int4loops.go, int4weighted.go, errsums.go and dequant.go) is the specification;
-// a SIMD set must return the same bits for every input, which the tests and fuzz targets check
-// set against set.
+// functions of int4loops.go, int4weighted.go, errsums.go, dequant.go and gemm.go) is the
+// specification; a SIMD set must return the same bits for every input, which the tests and fuzz
+// targets check set against set.
 type loopSet struct {
 	name       string
 	absMaxBits func(x []float32) uint32
