@@ -18,6 +18,8 @@ var avx512Loops = func() loopSet {
 	s.errLanes = errLanesAVX512
 	s.errLanesInt4 = errLanesInt4AVX512
 	s.encodeE4M3 = encodeE4M3AVX512
+	s.gemmTile = gemmTileAVX512
+	s.axpy = axpyAVX512
 	return s
 }()
 

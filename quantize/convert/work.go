@@ -306,7 +306,7 @@ func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, r
 	}
 	res.method = mc.Method
 	if mc.Method == CalibGPTQ {
-		f, err := wk.factor(st, mc.Entry)
+		f, err := wk.factor(ctx, st, mc.Entry)
 		defer wk.r.factors.done(mc.Entry)
 		if err == nil {
 			q, err := calib.QuantizeGPTQ(ctx, vals, rows, m.Cols, opt, d, f)
@@ -328,13 +328,13 @@ func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, r
 // modules sharing the entry (gate and up of one expert) and dropped after the last of them. A
 // bad Hessian (calib.ErrFormat) is an error of the run; ErrIllConditioned and ErrNoSignal lead
 // to the weighted fallback.
-func (wk *worker) factor(st *calib.Stats, e *calib.Entry) (*calib.Factor, error) {
+func (wk *worker) factor(ctx context.Context, st *calib.Stats, e *calib.Entry) (*calib.Factor, error) {
 	return wk.r.factors.get(e, func() (*calib.Factor, error) {
 		h, err := st.Hessian(e)
 		if err != nil {
 			return nil, err
 		}
-		return calib.Factorize(h, e.K, wk.r.plan.Options.gptqOptions())
+		return calib.Factorize(ctx, h, e.K, wk.r.plan.Options.gptqOptions())
 	})
 }
 

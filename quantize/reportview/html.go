@@ -102,6 +102,9 @@ func WriteHTML(w io.Writer, v *View) error {
 		p.Meta = append(p.Meta, fmt.Sprintf("input %s → prefill %s, decode %s", humanBytes(v.Report.InputBytes),
 			humanBytes(v.Report.PrefillBytes), humanBytes(v.Report.DecodeBytes)))
 	}
+	if c := v.Report.Calibration; c != nil {
+		p.Meta = append(p.Meta, describeCalibration(c))
+	}
 	p.Counts = fmt.Sprintf("%d tensors, %d selected%s.", len(v.Report.Tensors), len(v.Selected), describeQuery(&v.Query))
 	if v.Thresholds.Active() {
 		p.Thresholds = describeThresholds(v.Thresholds)
@@ -165,6 +168,12 @@ func (p *htmlPage) addFigure(v *View) error {
 		p.FigureAlt = "ΔSQNR (A − B) of the routed experts by layer (rows) and expert (columns), one panel per projection; histograms of per-tensor ΔSQNR."
 	} else {
 		p.FigureAlt = "SQNR of the routed experts by layer (rows) and expert (columns), one panel per projection; histograms of per-tensor SQNR."
+		for _, t := range v.Selected {
+			if t.WeightedSQNR != nil {
+				p.FigureAlt = strings.TrimSuffix(p.FigureAlt, ".") + " and of the activation-weighted SQNR of the calibrated tensors."
+				break
+			}
+		}
 	}
 	return nil
 }
@@ -207,15 +216,37 @@ func rowsTable(rows []convert.TensorReport, key SortKey) *htmlTable {
 		{Label: "rel RMSE", Key: "rel_rmse", Num: true, Sort: sortState(key, SortRelRMSE)},
 		{Label: "max abs err", Key: "max_abs_err", Num: true, Sort: sortState(key, SortMaxAbsErr)},
 		{Label: "rtn dB", Key: "rtn", Num: true}}}
+	// Calibrated runs add what the search optimised and how: the activation-weighted SQNR, the
+	// method and the statistics entry when it was the gate/up sibling's.
+	calibrated := false
+	for _, r := range rows {
+		calibrated = calibrated || r.CalibMethod != "" || r.WeightedSQNR != nil
+	}
+	if calibrated {
+		t.Head = append(t.Head, htmlHead{Label: "weighted dB", Key: "weighted", Num: true},
+			htmlHead{Label: "calib", Key: "calib_method"}, htmlHead{Label: "calib entry", Key: "calib_entry"})
+	}
 	for _, r := range rows {
 		rtn := htmlCell{Text: "–", V: "-inf", Class: "n"}
 		if r.RTNSQNR != nil {
 			rtn = fixedCell(float64(*r.RTNSQNR), 2)
 		}
-		t.Rows = append(t.Rows, htmlRow{Name: r.Output + ":" + r.Tensor, Cells: []htmlCell{textCell(r.Output),
+		cells := []htmlCell{textCell(r.Output),
 			nameCell(r.Tensor), textCell(r.Role), textCell(r.Scheme), indexCell(r.Layer), indexCell(r.Expert),
 			fixedCell(float64(r.SQNR), 2), fixedCell(float64(r.RelRMSE), 4), numCell(float64(r.MaxAbsErr), fmtSci(float64(r.MaxAbsErr))),
-			rtn}})
+			rtn}
+		if calibrated {
+			ws := htmlCell{Text: "–", V: "-inf", Class: "n"}
+			if r.WeightedSQNR != nil {
+				ws = fixedCell(float64(*r.WeightedSQNR), 2)
+			}
+			method := r.CalibMethod
+			if r.CalibNote != "" {
+				method += " (" + r.CalibNote + ")"
+			}
+			cells = append(cells, ws, textCell(method), nameCell(r.CalibEntry))
+		}
+		t.Rows = append(t.Rows, htmlRow{Name: r.Output + ":" + r.Tensor, Cells: cells})
 	}
 	return t
 }

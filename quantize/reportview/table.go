@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,9 @@ func WriteTable(w io.Writer, v *View) error {
 
 func writeHeader(w io.Writer, prefix, name string, rep *convert.Report) {
 	fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeReport(rep))
+	if rep.Calibration != nil {
+		fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeCalibration(rep.Calibration))
+	}
 }
 
 // describeReport is one line naming how a report was made.
@@ -46,6 +50,30 @@ func describeReport(rep *convert.Report) string {
 	}
 	if rep.Device != "" {
 		parts = append(parts, "device "+rep.Device)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// describeCalibration is a calibrated run's statistics and methods in one line.
+func describeCalibration(c *convert.CalibReport) string {
+	parts := []string{fmt.Sprintf("calibration %s from %s (%d tokens", c.Method, c.File, c.Tokens)}
+	if c.Source != "" {
+		parts[0] += ", " + c.Source
+	}
+	parts[0] += ")"
+	if c.WeightedSQNR != nil {
+		parts = append(parts, "weighted SQNR "+fmtFloat(float64(*c.WeightedSQNR), 2)+" dB")
+	}
+	methods := make([]string, 0, len(c.Modules))
+	for m := range c.Modules {
+		methods = append(methods, m)
+	}
+	sort.Strings(methods)
+	for _, m := range methods {
+		parts = append(parts, fmt.Sprintf("%s %d", m, c.Modules[m]))
+	}
+	if c.NoTokens > 0 || c.NoStats > 0 {
+		parts = append(parts, fmt.Sprintf("%d saw no tokens, %d without statistics", c.NoTokens, c.NoStats))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -128,7 +156,7 @@ func writeRows(w io.Writer, v *View) {
 	head := []string{"output", "tensor", "role", "scheme", "SQNR dB", "rel RMSE", "max abs err", "rtn dB"}
 	right := []int{4, 5, 6, 7}
 	if weighted {
-		head, right = append(head, "weighted dB"), append(right, 8)
+		head, right = append(head, "weighted dB", "calib"), append(right, 8)
 	}
 	g := newGrid(head...).alignRight(right...)
 	for _, t := range v.Rows {
@@ -143,7 +171,7 @@ func writeRows(w io.Writer, v *View) {
 			if t.WeightedSQNR != nil {
 				ws = fmtFloat(float64(*t.WeightedSQNR), 2)
 			}
-			cells = append(cells, ws)
+			cells = append(cells, ws, t.CalibMethod)
 		}
 		g.add(cells...)
 	}
