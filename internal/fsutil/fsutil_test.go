@@ -3,9 +3,11 @@ package fsutil
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +52,26 @@ func TestWriteAtomic(t *testing.T) {
 	if _, _, err := HashFile(ctx, path); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled hash: %v", err)
 	}
+}
+
+// TestLock: a second Lock of the same file fails with ErrLocked naming the holder; after
+// unlock it succeeds again and the file is gone.
+func TestLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".lock")
+	unlock, err := Lock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(path); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second lock: %v, want ErrLocked naming this process", err)
+	}
+	unlock()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("lock file left: %v", err)
+	}
+	unlock2, err := Lock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock2()
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"pdq/internal/fsutil"
 	"pdq/quantize/convert"
 )
 
@@ -217,4 +218,38 @@ func TestPartsInProcessesKilled(t *testing.T) {
 	}
 	sameFiles(t, "3 parts in processes, one killed and rerun, vs a single run", want, outputFiles(t, out))
 	checkNoPartial(t, out)
+}
+
+// TestRunLocks: a second run of the same output directory, or of the same part, is refused with
+// ErrBusy naming the holder; other parts proceed; a merge while a part runs is refused.
+func TestRunLocks(t *testing.T) {
+	src := glm4Source(t)
+	p := plan(t, src, convert.Options{GroupSize: 32, MaxShardSize: 1 << 20})
+	out := filepath.Join(t.TempDir(), "out")
+	os.MkdirAll(out, 0o755)
+	unlock, err := fsutil.Lock(filepath.Join(out, convert.JournalName+".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runPlan(p, out, convert.RunOptions{}); !errors.Is(err, convert.ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second run of a locked directory: %v, want ErrBusy naming the holder", err)
+	}
+	unlock()
+	split := filepath.Join(t.TempDir(), "split")
+	os.MkdirAll(split, 0o755)
+	unlock, err = fsutil.Lock(filepath.Join(split, ".pdq-journal.part-0001-of-0002.json.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convert.Run(context.Background(), p, split, convert.RunOptions{Part: convert.Part{Index: 1, Count: 2}}); !errors.Is(err, convert.ErrBusy) {
+		t.Fatalf("the same part twice: %v, want ErrBusy", err)
+	}
+	if _, err := convert.Run(context.Background(), p, split, convert.RunOptions{Part: convert.Part{Index: 0, Count: 2}}); err != nil {
+		t.Fatalf("another part beside a running one: %v", err)
+	}
+	os.WriteFile(filepath.Join(split, ".pdq-journal.part-0001-of-0002.json"), []byte(`{"plan_id":"`+p.ID()+`"}`+"\n"), 0o644)
+	if _, err := convert.Merge(context.Background(), p, split, convert.RunOptions{}); !errors.Is(err, convert.ErrPartsIncomplete) || !strings.Contains(err.Error(), "part 1/2 is still running") {
+		t.Fatalf("merge while part 1 runs: %v", err)
+	}
+	unlock()
 }

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"pdq/internal/fsutil"
 	"pdq/kernels"
 	"pdq/safetensors"
 )
@@ -93,6 +96,11 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := checkApart(p.Source, dir); err != nil {
 		return nil, err
 	}
+	unlock, err := lockDir(dir, ro.Part)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := prepareDir(dir, ro); err != nil {
 		return nil, err
 	}
@@ -225,6 +233,27 @@ func (r *runner) sets() []*shardSet {
 	return s
 }
 
+// ErrBusy: another run holds the output directory (or the same part of it).
+var ErrBusy = fsutil.ErrLocked
+
+// lockDir creates dir and takes the run lock of part pt in it (the whole conversion's for the
+// zero Part): two runs of the same directory, or of the same part, never write at once.
+func lockDir(dir string, pt Part) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	unlock, err := fsutil.Lock(filepath.Join(dir, pt.journalName()+".lock"))
+	if err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	return unlock, nil
+}
+
+// isLockFile reports a run lock's file name.
+func isLockFile(name string) bool {
+	return strings.HasPrefix(name, ".pdq-journal") && strings.HasSuffix(name, ".json.lock")
+}
+
 // prepareDir creates dir or checks that it may be used. A part of a split conversion uses a
 // non-empty dir (other parts write there) and never deletes anything; Restart deletes what a
 // conversion writes, part journals included, and nothing else.
@@ -236,8 +265,8 @@ func prepareDir(dir string, ro RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
-	if len(ents) == 0 || !ro.Part.Whole() {
-		return nil
+	if !ro.Part.Whole() || !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return !isLockFile(e.Name()) }) {
+		return nil // a part shares the directory; an empty one (but for run locks) is new
 	}
 	parts, err := partJournals(dir)
 	if err != nil {
