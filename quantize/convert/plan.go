@@ -15,20 +15,21 @@ import (
 
 	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/report"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
 
-// Scheme says what an output does with one source module.
-type Scheme string
+// Scheme says what an output does with one source module (report.Scheme).
+type Scheme = report.Scheme
 
-// The schemes.
+// The schemes (see package report).
 const (
-	SchemeCopy     Scheme = "copy"      // bytes unchanged
-	SchemeInt4     Scheme = "int4"      // compressed-tensors pack-quantized group INT4
-	SchemeFP8Block Scheme = "fp8-block" // FP8 e4m3 with 128x128 block scales, quantized from dense values
-	SchemeFP8Keep  Scheme = "fp8-keep"  // FP8 source blocks kept as they are (renamed for compressed-tensors)
-	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
+	SchemeCopy     = report.SchemeCopy
+	SchemeInt4     = report.SchemeInt4
+	SchemeFP8Block = report.SchemeFP8Block
+	SchemeFP8Keep  = report.SchemeFP8Keep
+	SchemeBF16     = report.SchemeBF16
 )
 
 // DefaultTargets matches the routed-expert Linear modules of GLM, DeepSeek, Kimi and Qwen-style
@@ -36,7 +37,7 @@ const (
 const DefaultTargets = `\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)$`
 
 // FP8BlockSize is the block edge of the FP8 schemes pdq writes.
-const FP8BlockSize = 128
+const FP8BlockSize = report.FP8BlockSize
 
 // DefaultMaxShardSize is the largest output shard unless told otherwise (5 GB, as the Hugging Face
 // tools use).

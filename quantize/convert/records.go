@@ -30,7 +30,7 @@ func (r *runner) moduleRecords(mi int) {
 			v := Float(rtnTotal.SQNR())
 			rec.Row.RTNSQNR, rec.RTN = &v, &rtnTotal
 			rec.Row.GroupSize, rec.Row.Method = r.plan.Options.GroupSize, string(r.plan.Options.Method)
-			rec.Row.setCalib(m.Calib, res)
+			setCalib(&rec.Row, m.Calib, res)
 		}
 		r.jmu.Lock()
 		r.records[recordKey{kind, tensor}] = []record{rec}
@@ -98,7 +98,7 @@ func (r *runner) report() *Report {
 			sums[k].add(rec.Row, rec.M, rec.RTN)
 		}
 	}
-	rep.finish(sums)
+	finishReport(rep, sums)
 	rep.Calibration = calibReport(p, rep.Tensors)
 	return rep
 }

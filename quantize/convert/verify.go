@@ -228,7 +228,7 @@ func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind OutputKind
 		}
 		sums[k].add(r.rec.Row, r.rec.M, nil)
 	}
-	rep.finish(sums)
+	finishReport(rep, sums)
 	v.Report = rep
 	return nil
 }

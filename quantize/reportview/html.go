@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 //go:embed page/page.tmpl page/page.css page/errors.js page/sort.js
@@ -76,7 +76,7 @@ func intCell(n int64) htmlCell {
 	return htmlCell{Text: s, V: s, Class: "n"}
 }
 func numCell(v float64, text string) htmlCell {
-	return htmlCell{Text: text, V: csvFloat(convert.Float(v)), Class: "n"}
+	return htmlCell{Text: text, V: csvFloat(report.Float(v)), Class: "n"}
 }
 func fixedCell(v float64, prec int) htmlCell { return numCell(v, fmtFloat(v, prec)) }
 func deltaCell(v float64) htmlCell {
@@ -208,7 +208,7 @@ func sortState(key, col SortKey) string {
 	return "descending"
 }
 
-func rowsTable(rows []convert.TensorReport, key SortKey) *htmlTable {
+func rowsTable(rows []report.TensorReport, key SortKey) *htmlTable {
 	t := &htmlTable{ID: "worst-table", Sortable: true, Head: []htmlHead{{Label: "output", Key: "output"},
 		{Label: "tensor", Key: "name", Sort: sortState(key, SortName)}, {Label: "role", Key: "role"},
 		{Label: "scheme", Key: "scheme"}, {Label: "layer", Key: "layer", Num: true}, {Label: "expert", Key: "expert", Num: true},

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // WriteTable prints the view for people: a header, the summary, the top rows (or, for a
@@ -30,7 +30,7 @@ func WriteTable(w io.Writer, v *View) error {
 	return ew.err
 }
 
-func writeHeader(w io.Writer, prefix, name string, rep *convert.Report) {
+func writeHeader(w io.Writer, prefix, name string, rep *report.Report) {
 	fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeReport(rep))
 	if rep.Calibration != nil {
 		fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeCalibration(rep.Calibration))
@@ -38,7 +38,7 @@ func writeHeader(w io.Writer, prefix, name string, rep *convert.Report) {
 }
 
 // describeReport is one line naming how a report was made.
-func describeReport(rep *convert.Report) string {
+func describeReport(rep *report.Report) string {
 	o := rep.Options
 	parts := []string{rep.Tool, "source " + rep.Source + " (" + rep.SourceLayout.String() + ")"}
 	if o.Method != "" || o.GroupSize != 0 {
@@ -55,7 +55,7 @@ func describeReport(rep *convert.Report) string {
 }
 
 // describeCalibration is a calibrated run's statistics and methods in one line.
-func describeCalibration(c *convert.CalibReport) string {
+func describeCalibration(c *report.Calibration) string {
 	parts := []string{fmt.Sprintf("calibration %s from %s (%d tokens", c.Method, c.File, c.Tokens)}
 	if c.Source != "" {
 		parts[0] += ", " + c.Source
@@ -208,7 +208,7 @@ func writeDiffTables(w io.Writer, v *View) {
 	}
 	for _, s := range []struct {
 		side string
-		rows []convert.TensorReport
+		rows []report.TensorReport
 	}{{"A", d.OnlyA}, {"B", d.OnlyB}} {
 		for i, t := range s.rows {
 			if i == 10 {
