@@ -11,7 +11,7 @@ import (
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
+	"pdq/internal/synth"
 )
 
 // calibFixture makes a tiny GLM-4 checkpoint and statistics for its expert targets: gate entries

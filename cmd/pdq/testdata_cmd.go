@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/safetensors"
-	"pdq/testdata/synth"
+	"pdq/internal/synth"
 )
 
 func init() { commands = append(commands, newTestdataCmd) }

@@ -8,7 +8,7 @@ import (
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
+	"pdq/internal/synth"
 )
 
 // TestPlanGLM5HeaderOnly plans a full-size GLM-5-FP8 layout from headers only (sparse shard files

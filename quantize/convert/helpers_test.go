@@ -15,7 +15,7 @@ import (
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
+	"pdq/internal/synth"
 )
 
 // root holds the checkpoints and outputs shared by several tests of one test binary run.

@@ -16,7 +16,7 @@ import (
 	"pdq/quantize"
 	"pdq/quantize/convert"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
+	"pdq/internal/synth"
 )
 
 // smallSource is a two-layer GLM-4-style checkpoint whose experts have 192 intermediate

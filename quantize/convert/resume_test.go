@@ -17,7 +17,7 @@ import (
 
 	"pdq/quantize/convert"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
+	"pdq/internal/synth"
 )
 
 // resumeOptions plan the resume and cancellation tests: small output shards, so that a run is

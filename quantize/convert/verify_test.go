@@ -9,7 +9,7 @@ import (
 
 	"pdq/quantize/rules"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
+	"pdq/internal/synth"
 )
 
 // convertTiny generates a tiny checkpoint and converts it, returning source and output dirs.
