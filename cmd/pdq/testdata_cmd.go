@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"pdq/safetensors"
 	"pdq/internal/synth"
+	"pdq/safetensors"
 )
 
 func init() { commands = append(commands, newTestdataCmd) }
