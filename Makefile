@@ -5,7 +5,6 @@
 GO        ?= go
 CACHE     ?= $(HOME)/.cache/pdq
 BIN       := bin
-# Packages under testdata/ are not matched by ./..., so they are named explicitly.
 PKGS      := ./...
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW := $(CACHE)/bin/versitygw
