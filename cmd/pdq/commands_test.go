@@ -144,3 +144,59 @@ func TestConvertUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewConvertUsageExitCodes: contradictory or unknown convert flags are bad usage (exit
+// status 2), whichever layer notices them, and nothing is written.
+func TestConvertUsageExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--prefill-mode", "symlink"},
+		{"--resume", "--force"},
+	} {
+		out := filepath.Join(dir, "out")
+		_, code, err := runPDQ(t, append([]string{"convert", src, "--out", out, "-q"}, args...)...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d (%v), want %d", args, code, err, exitUsage)
+		}
+	}
+}
+
+// TestReviewPlanPerChannelText: pdq plan --group-size 0 describes the decode scheme as per
+// channel, not as a group of 0.
+func TestPlanPerChannelText(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	stdout, code, err := runPDQ(t, "plan", src, "--group-size", "0")
+	if code != 0 {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout, "INT4 g0") || !strings.Contains(stdout, "INT4 per-channel") {
+		t.Errorf("plan --group-size 0 says:\n%s", stdout)
+	}
+}
+
+// TestReviewVerifyParentDir: pdq verify SRC DIR with DIR the convert output (holding prefill/
+// and decode/) instead of one of its outputs is bad usage, and the message names the two paths
+// that verify takes.
+func TestVerifyParentDir(t *testing.T) {
+	dir := t.TempDir()
+	src, out := filepath.Join(dir, "src"), filepath.Join(dir, "out")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"prefill", "decode"} {
+		if err := os.MkdirAll(filepath.Join(out, kind), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, code, err := runPDQ(t, "verify", src, out)
+	if code != exitUsage || err == nil || !strings.Contains(err.Error(), filepath.Join(out, "decode")) {
+		t.Errorf("verify of the parent directory: exit %d, err %v", code, err)
+	}
+}

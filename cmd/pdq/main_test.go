@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -17,4 +19,24 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// TestReviewIOErrorIsNotUsage: an operating-system error whose text contains "invalid
+// argument" (EINVAL from a write, a link or a truncate) is a failure (exit status 1), not bad
+// usage; cobra's own argument errors still are.
+func TestIOErrorIsNotUsage(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("convert: write /data/out/decode/x.safetensors: %w", syscall.EINVAL),
+		fmt.Errorf("publish: %w", &os.PathError{Op: "open", Path: "/x", Err: syscall.EINVAL}),
+		fmt.Errorf("calib: the file requires a Hessian"),
+	} {
+		if isCobraUsage(err) {
+			t.Errorf("%v: taken for bad usage", err)
+		}
+	}
+	for _, args := range [][]string{{"frobnicate"}, {"inspect", "--bogus", "x"}, {"inspect", "-Z", "x"}, {"convert", "x", "--workers", "many"}} {
+		if _, code, err := runPDQ(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d (%v), want %d", args, code, err, exitUsage)
+		}
+	}
 }
