@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"pdq/calib"
@@ -484,41 +483,4 @@ func (p *Plan) Counts(kind OutputKind) map[string]map[string]int {
 // describe is used in error messages.
 func (m *Module) describe() string {
 	return fmt.Sprintf("%s: tensor %q", m.Weight.Shard.Name, m.Weight.Name)
-}
-
-// engineWarnings checks the expert width against what vLLM and SGLang need per tensor-parallel
-// rank (FORMATS.md §4, §5): FP8 blocks need the intermediate size per rank to be a multiple of
-// 128, INT4 groups a multiple of max(64, group size). GLM-4.5's 1536 at TP8 gives 192: fine for
-// INT4, not for FP8 blocks.
-func (p *Plan) engineWarnings() []string {
-	n, _ := rules.ConfigInt(p.Config, "moe_intermediate_size")
-	inter := int(n)
-	if inter <= 0 {
-		return nil
-	}
-	check := func(what string, mult int) string {
-		var bad []string
-		for _, tp := range []int{2, 4, 8} {
-			if inter%tp != 0 || (inter/tp)%mult != 0 {
-				bad = append(bad, fmt.Sprintf("TP%d (%s)", tp, strconv.FormatFloat(float64(inter)/float64(tp), 'g', -1, 64)))
-			}
-		}
-		if bad == nil {
-			return ""
-		}
-		return fmt.Sprintf("%s: the engines need moe_intermediate_size / TP to be a multiple of %d; %d fails at %s: use expert parallelism or a smaller TP there",
-			what, mult, inter, strings.Join(bad, ", "))
-	}
-	var ws []string
-	if p.Prefill != nil {
-		if w := check("prefill FP8 blocks", FP8BlockSize); w != "" {
-			ws = append(ws, w)
-		}
-	}
-	if p.Decode != nil && p.Options.GroupSize != PerChannel {
-		if w := check(fmt.Sprintf("decode INT4 g%d", p.Options.GroupSize), max(64, p.Options.GroupSize)); w != "" {
-			ws = append(ws, w)
-		}
-	}
-	return ws
 }
