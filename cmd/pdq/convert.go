@@ -33,6 +33,7 @@ type convertOptions struct {
 	quiet, asJSON bool
 	failSQNRBelow float64
 	device        string
+	split         splitOptions
 }
 
 func newConvertCmd() *cobra.Command {
@@ -53,10 +54,13 @@ Memory stays under --max-memory plus a fixed overhead whatever the checkpoint si
 written under temporary names and renamed when complete; a journal records finished shards, so
 rerunning the same command (or --resume) after a crash or Ctrl-C continues where it stopped and
 ends byte-identical to an uninterrupted run. The same input gives byte-identical output for any
---workers.`,
+--workers.
+` + splitHelp,
 		Example: `  pdq convert /models/GLM-5-FP8 --out /data/glm5-pd
   pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
-  pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18`,
+  pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18
+  pdq convert /models/GLM-5-FP8 --out /shared/g5 --part 2/8    # on 8 machines, one part each
+  pdq convert /models/GLM-5-FP8 --out /shared/g5 --merge       # then once, after all 8`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.out == "" {
@@ -80,11 +84,16 @@ ends byte-identical to an uninterrupted run. The same input gives byte-identical
 	fl.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar and no summary")
 	fl.BoolVar(&o.asJSON, "json", false, "print a JSON summary (the report without the per-tensor rows)")
 	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any INT4 tensor's SQNR (dB) is below this")
+	o.split.add(fl)
 	fl.StringVar(&o.device, "device", "auto", "compute device: auto, cpu or cuda (cuda needs a build with -tags cuda)")
 	return cmd
 }
 
 func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o convertOptions) error {
+	part, partFrom, err := o.split.resolve(getenv)
+	if err != nil {
+		return err
+	}
 	backend, device, err := pickBackend(o.device)
 	if err != nil {
 		return err
@@ -106,7 +115,7 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 	}
 	ro := convert.RunOptions{
 		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: o.prefillMode, Resume: o.resume,
-		Force: o.force, Backend: backend, Device: device, Tool: "pdq " + version,
+		Force: o.force, Backend: backend, Device: device, Tool: "pdq " + version, Part: part,
 	}
 	var bar *progressbar.ProgressBar
 	if !o.quiet && !o.asJSON && stderrIsTerminal() {
@@ -128,16 +137,25 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 			bar.Set64(done)
 		}
 	}
-	rep, err := convert.Run(ctx, p, o.out, ro)
+	rep, err := o.split.run(ctx, p, o.out, ro)
 	if bar != nil {
 		bar.Finish()
 		fmt.Fprintln(os.Stderr)
 	}
 	if err != nil {
-		if isBadOptions(err) || errors.Is(err, convert.ErrOverlapsSource) {
+		if isBadOptions(err) || errors.Is(err, convert.ErrOverlapsSource) || errors.Is(err, convert.ErrBadPart) {
 			return usageError{err} // a run option (--prefill-mode) or an --out that overlaps SRC
 		}
 		return err
+	}
+	if !part.Whole() {
+		if o.quiet {
+			return checkSQNRFloor(rep, o.failSQNRBelow)
+		}
+		if err := reportPartDone(w, p, part, partFrom, src, o.out, o.asJSON); err != nil {
+			return err
+		}
+		return checkSQNRFloor(rep, o.failSQNRBelow)
 	}
 	if o.asJSON {
 		short := *rep

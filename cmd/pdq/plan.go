@@ -19,6 +19,7 @@ func init() { commands = append(commands, newPlanCmd) }
 func newPlanCmd() *cobra.Command {
 	var f planFlags
 	var asJSON bool
+	var parts int
 	cmd := &cobra.Command{
 		Use:   "plan SRC",
 		Short: "Show what convert would do and the exact size of each output, from headers only",
@@ -27,14 +28,16 @@ func newPlanCmd() *cobra.Command {
 sizes it prints are the exact sizes convert writes. It reads no tensor data: well under a second for
 a 700 GiB checkpoint.`,
 		Example: `  pdq plan /models/GLM-5-FP8
-  pdq plan /models/GLM-5-FP8 --group-size 128 --json | jq .decode_bytes`,
+  pdq plan /models/GLM-5-FP8 --group-size 128 --json | jq .decode_bytes
+  pdq plan /models/GLM-5-FP8 --parts 8        # what each of 8 machines converts (convert --part)`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPlan(cmd.Context(), cmd.OutOrStdout(), args[0], &f, asJSON)
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), args[0], &f, asJSON, parts)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON document")
+	cmd.Flags().IntVar(&parts, "parts", 0, "also show what each of N parts of a split conversion writes (pdq convert --part I/N)")
 	return cmd
 }
 
@@ -52,6 +55,7 @@ type planSummary struct {
 	Decode        map[string]map[string]int `json:"decode_modules"`
 	Skipped       []string                  `json:"skipped,omitempty"`
 	Warnings      []string                  `json:"warnings,omitempty"`
+	Parts         []partSummary             `json:"parts,omitempty"`
 }
 
 func summarizePlan(p *convert.Plan) planSummary {
@@ -70,13 +74,21 @@ func summarizePlan(p *convert.Plan) planSummary {
 	return s
 }
 
-func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON bool) error {
+func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON bool, parts int) error {
+	if parts < 0 {
+		return usagef("plan: --parts %d: want a number of parts, at least 1", parts)
+	}
 	p, ck, err := openPlan(src, f)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
 	s := summarizePlan(p)
+	if parts > 0 {
+		if s.Parts, err = summarizeParts(p, parts); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -126,6 +138,9 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON 
 	}
 	for _, wn := range s.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
+	if s.Parts != nil {
+		printParts(w, s.Parts)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 // the journal and the entries before it survive.
 func TestJournalAppendAndTornLine(t *testing.T) {
 	dir := t.TempDir()
-	j := &journal{PlanID: "p1", Shards: map[string]*finishedShard{}}
+	j := &journal{name: JournalName, PlanID: "p1", Shards: map[string]*finishedShard{}}
 	if err := j.save(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func TestJournalAppendAndTornLine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := loadJournal(dir)
+	got, err := loadJournal(dir, JournalName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestJournalAppendAndTornLine(t *testing.T) {
 	if err := os.WriteFile(path, b[:len(b)-10], 0o644); err != nil { // tear the last line
 		t.Fatal(err)
 	}
-	got, err = loadJournal(dir)
+	got, err = loadJournal(dir, JournalName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestJournalAppendAndTornLine(t *testing.T) {
 	if err := got.save(dir); err != nil {
 		t.Fatal(err)
 	}
-	again, err := loadJournal(dir)
+	again, err := loadJournal(dir, JournalName)
 	if err != nil || len(again.Shards) != 2 {
 		t.Fatalf("after save: %v %v", again, err)
 	}

@@ -60,6 +60,7 @@ const (
 	envOut       = "PDQ_CONVERT_TEST_OUT"
 	envKillAfter = "PDQ_CONVERT_TEST_KILL_AFTER_SLABS"
 	envKillDelay = "PDQ_CONVERT_TEST_KILL_AFTER"
+	envPart      = "PDQ_CONVERT_TEST_PART" // I/N: the child converts that part only
 )
 
 // TestHelperConvertChild is not a test: TestResumeAfterKill runs the test binary again with
@@ -82,6 +83,13 @@ func TestHelperConvertChild(t *testing.T) {
 			die()
 		}
 	}}
+	if s := os.Getenv(envPart); s != "" {
+		pt, err := convert.ParsePart(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro.Part = pt
+	}
 	if _, err := runPlan(plan(t, os.Getenv(envSrc), resumeOptions), os.Getenv(envOut), ro); err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +97,11 @@ func TestHelperConvertChild(t *testing.T) {
 
 // runChild converts in a child process that kills itself after slabs slabs or after delay; it
 // reports whether the child was killed (it may finish first).
-func runChild(t *testing.T, src, out string, slabs int64, delay time.Duration) bool {
+func runChild(t *testing.T, src, out string, slabs int64, delay time.Duration, env ...string) bool {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperConvertChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChild+"=1", envSrc+"="+src, envOut+"="+out,
 		envKillAfter+"="+strconv.FormatInt(slabs, 10), envKillDelay+"="+delay.String())
+	cmd.Env = append(cmd.Env, env...)
 	outb, err := cmd.CombinedOutput()
 	if err == nil {
 		return false

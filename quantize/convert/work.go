@@ -126,7 +126,8 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 	m := r.plan.Modules[s.mi]
 	rows := s.r1 - s.r0
 	var vals []float32
-	if (r.prefill != nil && needsValues(m.Prefill)) || (r.decode != nil && needsValues(m.Decode)) {
+	emits := r.emits[s.mi]
+	if (emits[0] && needsValues(m.Prefill)) || (emits[1] && needsValues(m.Decode)) {
 		n := rows * m.Cols
 		wk.vals = grow(wk.vals, n)
 		vals = wk.vals[:n]
@@ -155,12 +156,12 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		}
 	}
 	res := &r.results[s.mi][s.si]
-	if r.prefill != nil {
+	if emits[0] {
 		if err := wk.emit(ctx, r.prefill, "prefill", m.Prefill, m, s, vals, &res.prefill, nil); err != nil {
 			return err
 		}
 	}
-	if r.decode != nil {
+	if emits[1] {
 		if err := wk.emit(ctx, r.decode, "decode", m.Decode, m, s, vals, &res.decode, res); err != nil {
 			return err
 		}

@@ -1,0 +1,161 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+)
+
+// copySource copies or links an FP8 source's shards into prefill/ unchanged. It runs beside the
+// conversion (the disk is idle while the CPU quantizes) and hashes while it copies, so each byte
+// is read once.
+func (r *runner) copySource(ctx context.Context) error {
+	dst := filepath.Join(r.dir, "prefill")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	for _, s := range r.plan.Source.Shards {
+		key := "prefill/" + s.Name
+		if r.own != nil && !r.own[key] {
+			continue // another part's
+		}
+		r.jmu.Lock()
+		_, done := r.journal.Shards[key]
+		r.jmu.Unlock()
+		if done {
+			continue
+		}
+		size, sum, err := copyHashed(ctx, s.Path, filepath.Join(dst, s.Name), r.ro.PrefillMode == "link")
+		if err != nil {
+			return err
+		}
+		r.jmu.Lock()
+		err = r.journal.add(r.dir, key, &finishedShard{Size: size, SHA256: sum})
+		r.jmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyHashed makes dst a copy of src under a temporary name, hashing the bytes as they pass, and
+// renames it when complete; with link set it tries a hard link first (same filesystem), then
+// hashes the linked file. The copy stops at the next 8 MiB chunk when ctx is cancelled.
+func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string, error) {
+	if link {
+		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
+		os.Remove(tmp)
+		target := src
+		if t, err := filepath.EvalSymlinks(src); err == nil {
+			target = t // link the file itself: a hard link to a relative symbolic link dangles here
+		}
+		if err := os.Link(target, tmp); err == nil {
+			if err := os.Rename(tmp, dst); err != nil {
+				os.Remove(tmp)
+				return 0, "", fmt.Errorf("convert: link %s: %w", src, err)
+			}
+			return hashFile(dst)
+		}
+		slog.Info("hard link not possible; copying", "src", src)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, "", fmt.Errorf("convert: %w", err)
+	}
+	defer in.Close()
+	h := sha256.New()
+	var n int64
+	err = writeAtomic(dst, func(w io.Writer) error {
+		buf := make([]byte, 8<<20)
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k, rerr := io.ReadFull(in, buf)
+			if k > 0 {
+				h.Write(buf[:k])
+				if _, err := w.Write(buf[:k]); err != nil {
+					return err
+				}
+				n += int64(k)
+			}
+			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
+			}
+		}
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// copyFile makes dst a copy of src (temporary name, then rename).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	defer in.Close()
+	return writeAtomic(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+}
+
+// writeFileAtomic writes data to a temporary name, syncs it and renames it over path.
+func writeFileAtomic(path string, data []byte) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic writes a file through fill under a temporary name (".NAME.partial"), syncs it and
+// renames it to path; on any error the temporary file is removed and path is untouched.
+func writeAtomic(path string, fill func(io.Writer) error) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	err = fill(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("convert: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// hashFile returns the size and SHA-256 of a file.
+func hashFile(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, "", fmt.Errorf("convert: hash %s: %w", path, err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,147 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"pdq/quantize"
+)
+
+// JournalName is the file in the output directory that records finished shards, so that a rerun
+// resumes where an interrupted one stopped.
+const JournalName = ".pdq-journal.json"
+
+// record is a finished report row with the sums that rebuild the summary on resume.
+type record struct {
+	Row TensorReport      `json:"row"`
+	M   quantize.Metrics  `json:"m"`
+	RTN *quantize.Metrics `json:"rtn,omitempty"`
+}
+
+// finishedShard is one journal entry.
+type finishedShard struct {
+	Key     string   `json:"key,omitempty"` // set in the file, the map key in memory
+	Size    int64    `json:"size"`
+	SHA256  string   `json:"sha256"`
+	Records []record `json:"records,omitempty"`
+}
+
+// journal lists finished shards by output-relative path ("decode/model-00001-of-00009.safetensors").
+// On disk it is JSON lines: a first line with the plan ID, then one line per finished shard,
+// appended and synced as each shard completes, so recording a shard costs its own line only. A
+// line torn by a crash ends the journal: the shards after it are redone.
+type journal struct {
+	name   string // the file name in the output directory: JournalName, or a part's
+	PlanID string
+	Shards map[string]*finishedShard
+}
+
+// journalHead is the first line of the journal file.
+type journalHead struct {
+	PlanID string `json:"plan_id"`
+}
+
+// loadJournal reads the journal file name in dir; a missing file is an empty journal.
+func loadJournal(dir, name string) (*journal, error) {
+	j := &journal{name: name, Shards: map[string]*finishedShard{}}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return j, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	lines := bytes.Split(b, []byte("\n"))
+	var head journalHead
+	if err := json.Unmarshal(lines[0], &head); err != nil {
+		return nil, fmt.Errorf("convert: %s: %w (delete it or use --force to start over)", filepath.Join(dir, name), err)
+	}
+	j.PlanID = head.PlanID
+	for _, line := range lines[1:] {
+		var fs finishedShard
+		if len(line) == 0 || json.Unmarshal(line, &fs) != nil || fs.Key == "" {
+			break // the end, or a line torn by a crash
+		}
+		key := fs.Key
+		fs.Key = ""
+		j.Shards[key] = &fs
+	}
+	return j, nil
+}
+
+// save rewrites the whole journal atomically (at the start of a run, after verification).
+func (j *journal) save(dir string) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if err := enc.Encode(journalHead{PlanID: j.PlanID}); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(j.Shards))
+	for k := range j.Shards {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fs := *j.Shards[k]
+		fs.Key = k
+		if err := enc.Encode(&fs); err != nil {
+			return err
+		}
+	}
+	return writeFileAtomic(filepath.Join(dir, j.name), buf.Bytes())
+}
+
+// add records a finished shard: in memory, and as one appended, synced line on disk.
+func (j *journal) add(dir, key string, fs *finishedShard) error {
+	j.Shards[key] = fs
+	line := *fs
+	line.Key = key
+	b, err := json.Marshal(&line)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, j.name), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("convert: journal: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("convert: journal: %w", err)
+	}
+	return nil
+}
+
+// verifyJournal drops journal entries whose file is missing or differs from what was recorded;
+// it stops between files when ctx is cancelled.
+func verifyJournal(ctx context.Context, dir string, j *journal) error {
+	keys := make([]string, 0, len(j.Shards))
+	for k := range j.Shards {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fs := j.Shards[k]
+		size, sum, err := hashFile(filepath.Join(dir, filepath.FromSlash(k)))
+		if err != nil || size != fs.Size || sum != fs.SHA256 {
+			slog.Warn("finished shard missing or changed; redoing it", "shard", k)
+			delete(j.Shards, k)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package convert
+
+import (
+	"path/filepath"
+
+	"pdq/quantize"
+)
+
+// moduleRecords merges a finished module's slab metrics (in slab order) into report records.
+func (r *runner) moduleRecords(mi int) {
+	m := r.plan.Modules[mi]
+	res := r.results[mi]
+	add := func(kind string, scheme Scheme, tensor string, pick func(*slabResult) *quantize.Metrics, rtn bool) {
+		var total, rtnTotal quantize.Metrics
+		for i := range res {
+			total.Merge(*pick(&res[i]))
+			if rtn {
+				rtnTotal.Merge(res[i].rtn)
+			}
+		}
+		row := newTensorReport(kind, m, tensor, scheme, total)
+		rec := record{Row: row, M: total}
+		if rtn {
+			v := Float(rtnTotal.SQNR())
+			rec.Row.RTNSQNR, rec.RTN = &v, &rtnTotal
+			rec.Row.GroupSize, rec.Row.Method = r.plan.Options.GroupSize, string(r.plan.Options.Method)
+			rec.Row.setCalib(m.Calib, res)
+		}
+		r.jmu.Lock()
+		r.records[kind+"\x00"+tensor] = []record{rec}
+		r.jmu.Unlock()
+	}
+	if r.emits[mi][0] && m.Prefill == SchemeFP8Block {
+		add("prefill", m.Prefill, m.Name+".weight", func(x *slabResult) *quantize.Metrics { return &x.prefill }, false)
+	}
+	if r.emits[mi][1] {
+		switch m.Decode {
+		case SchemeInt4:
+			add("decode", m.Decode, m.Name+".weight_packed", func(x *slabResult) *quantize.Metrics { return &x.decode }, true)
+		case SchemeFP8Block, SchemeBF16:
+			add("decode", m.Decode, m.Name+".weight", func(x *slabResult) *quantize.Metrics { return &x.decode }, false)
+		}
+	}
+	r.results[mi] = nil
+}
+
+// journalShard hashes a finished shard and records it with the report rows of its tensors.
+func (r *runner) journalShard(set *shardSet, i int) error {
+	key := set.key(i)
+	size, sum, err := hashFile(filepath.Join(set.dir, set.out.Shards[i].FileName))
+	if err != nil {
+		return err
+	}
+	fs := &finishedShard{Size: size, SHA256: sum}
+	r.jmu.Lock()
+	defer r.jmu.Unlock()
+	for _, spec := range set.out.Shards[i].Specs {
+		fs.Records = append(fs.Records, r.records[set.out.Kind+"\x00"+spec.Name]...)
+	}
+	return r.journal.add(r.dir, key, fs)
+}
+
+// report assembles report.json from the records, in plan order.
+func (r *runner) report() *Report {
+	p := r.plan
+	rep := &Report{
+		Tool: r.ro.Tool, Source: p.Source.Dir, SourceLayout: p.Layout, Device: r.ro.Device,
+		InputBytes: p.InputBytes(), Skipped: p.Skipped, Warnings: p.Warnings,
+		Options: ReportOptions{GroupSize: p.Options.GroupSize, Method: string(p.Options.Method), SignedScales: p.Options.SignedScales,
+			Targets: p.Options.Targets, Ignore: p.Options.Ignore, DecodeDense: p.Options.DecodeDense, Only: p.Options.Only,
+			MaxShardSize: p.Options.MaxShardSize},
+	}
+	if p.Prefill != nil {
+		rep.PrefillBytes = p.Prefill.Bytes(p.Source)
+	}
+	if p.Decode != nil {
+		rep.DecodeBytes = p.Decode.Bytes(p.Source)
+	}
+	sums := map[[3]string]*roleAcc{}
+	for _, kind := range []string{"prefill", "decode"} {
+		for _, m := range p.Modules {
+			var tensor string
+			switch s := m.Decode; {
+			case kind == "prefill" && m.Prefill == SchemeFP8Block:
+				tensor = m.Name + ".weight"
+			case kind == "decode" && s == SchemeInt4:
+				tensor = m.Name + ".weight_packed"
+			case kind == "decode" && (s == SchemeFP8Block || s == SchemeBF16):
+				tensor = m.Name + ".weight"
+			}
+			recs := r.records[kind+"\x00"+tensor]
+			if tensor == "" || len(recs) == 0 {
+				continue
+			}
+			rec := recs[0]
+			rep.Tensors = append(rep.Tensors, rec.Row)
+			k := [3]string{kind, rec.Row.Role, rec.Row.Scheme}
+			if sums[k] == nil {
+				sums[k] = &roleAcc{}
+			}
+			sums[k].add(rec.Row, rec.M, rec.RTN)
+		}
+	}
+	rep.finish(sums)
+	rep.Calibration = calibReport(p, rep.Tensors)
+	return rep
+}
