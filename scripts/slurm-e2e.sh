@@ -146,46 +146,92 @@ log "checkpoint"
 # A BF16 DeepSeek-style source of a few layers; small output shards give every part work.
 "$pdq" testdata gen --out "$work/src" --style deepseek --size 24MiB --max-shard-size 4MiB >/dev/null
 flags="--max-shard-size 3MiB --group-size 64"
+# shellcheck disable=SC2086
+busy=$("$pdq" plan "$work/src" --parts "$parts" $flags | grep -cE "^ *[0-9]+/$parts +[1-9]") || true
+((busy == parts)) || fail "pdq plan gives files to $busy of $parts parts: the test would not split the work"
 
-log "submit $parts parts and the merge"
-subout=$(SRC=$work/src OUT=$work/out-slurm PARTS=$parts PDQ=$pdq PDQ_FLAGS=$flags PDQ_MAX_MEMORY_GIB=1 \
-	CPUS=1 TIME=00:10:00 LOGDIR=$work/jobs deploy/slurm/submit.sh)
-array=$(awk '$1 == "array" {print $2}' <<<"$subout")
-merge=$(awk '$1 == "merge" {print $2}' <<<"$subout")
-[[ -n "$array" && -n "$merge" ]] || fail "submit.sh printed no job IDs: $subout"
-log "array $array, merge $merge"
+# The job files' settings for this cluster; PDQ is overridden for the fault-injection run.
+export SRC=$work/src PARTS=$parts PDQ=$pdq PDQ_FLAGS=$flags PDQ_MAX_MEMORY_GIB=1 CPUS=1 TIME=00:10:00 LOGDIR=$work/jobs
 
-# Wait until both jobs left the queue. Accounting is off and MinJobAge=5 forgets finished jobs
-# quickly, and a merge cancelled for a failed dependency "succeeds" too: the verdict comes from the
-# jobs' own logs and the output, not from exit codes.
-start_s=$SECONDS
-while [[ -n "$(squeue -h -j "$array,$merge" -o %i 2>/dev/null)" ]]; do
-	((SECONDS - start_s < timeout)) || fail "jobs still queued after ${timeout}s: $(squeue -j "$array,$merge" 2>&1)"
-	sleep 1
-done
-log "jobs done in $((SECONDS - start_s)) s"
+# await waits until the given jobs have left the queue. Accounting is off and MinJobAge=5 forgets
+# finished jobs quickly, and a merge cancelled for a failed dependency "succeeds" too: verdicts
+# come from the jobs' own logs and the output, never from exit codes.
+await() {
+	local ids=$1 t0=$SECONDS
+	while [[ -n "$(squeue -h -j "$ids" -o %i 2>/dev/null)" ]]; do
+		((SECONDS - t0 < timeout)) || fail "jobs $ids still queued after ${timeout}s: $(squeue -j "$ids" 2>&1)"
+		sleep 1
+	done
+	log "jobs $ids done in $((SECONDS - t0)) s"
+}
 
-for ((i = 0; i < parts; i++)); do
-	f=$work/jobs/pdq-part-${array}_$i.out
-	grep -qx "pdq-part: part $i/$parts exit 0" "$f" 2>/dev/null || fail "part $i did not finish (${f#"$work"/})"
-done
-f=$(ls "$work"/jobs/pdq-merge-"$merge".out 2>/dev/null) || fail "the merge never ran (cancelled after a failed part?)"
-grep -qx "pdq-merge: exit 0" "$f" || fail "the merge failed (${f#"$work"/})"
+# submit runs deploy/slurm/submit.sh into OUT=$1 and sets array and merge to the job IDs.
+submit() {
+	local out
+	out=$(OUT=$1 deploy/slurm/submit.sh)
+	array=$(awk '$1 == "array" {print $2}' <<<"$out")
+	merge=$(awk '$1 == "merge" {print $2}' <<<"$out")
+	[[ -n "$array" && -n "$merge" ]] || fail "submit.sh printed no job IDs: $out"
+	log "array $array, merge $merge"
+}
+
+# part_ok and merge_ok check the last line the job files print.
+part_ok() { grep -qx "pdq-part: part $2/$parts exit 0" "$work/jobs/pdq-part-${1}_$2.out" 2>/dev/null; }
+merge_ok() { grep -qx "pdq-merge: exit 0" "$work/jobs/pdq-merge-$1.out" 2>/dev/null; }
+
+# compare fails unless directory $1 holds the same files as the single run, byte for byte.
+compare() {
+	local f n=0
+	(cd "$1" && find . -type f ! -name '.*' | sort) >"$work/split.files"
+	diff -u "$work/single.files" "$work/split.files" >&2 || fail "${1#"$work"/} and the single run hold different files"
+	while read -r f; do
+		cmp -s "$work/out-single/$f" "$1/$f" || fail "$f differs between the single run and ${1#"$work"/}"
+		n=$((n + 1))
+	done <"$work/single.files"
+	log "${1#"$work"/} is byte-identical to the single run ($n files)"
+}
 
 log "single-machine convert"
 # shellcheck disable=SC2086
 "$pdq" convert "$work/src" --out "$work/out-single" --max-memory 1GiB $flags --quiet
-
-log "compare"
 (cd "$work/out-single" && find . -type f ! -name '.*' | sort) >"$work/single.files"
-(cd "$work/out-slurm" && find . -type f ! -name '.*' | sort) >"$work/slurm.files"
-diff -u "$work/single.files" "$work/slurm.files" >&2 || fail "the two outputs hold different files"
 for f in ./report.json ./decode/model.safetensors.index.json ./prefill/model.safetensors.index.json; do
 	grep -qxF "$f" "$work/single.files" || fail "the single run wrote no $f"
 done
-n=0
-while read -r f; do
-	cmp -s "$work/out-single/$f" "$work/out-slurm/$f" || fail "$f differs between the single run and the $parts-part Slurm run"
-	n=$((n + 1))
-done <"$work/single.files"
-echo "slurm-e2e: PASS: $parts-part Slurm array plus merge is byte-identical to one convert ($n files)"
+
+log "submit $parts parts and the merge"
+submit "$work/out-slurm"
+await "$array,$merge"
+for ((i = 0; i < parts; i++)); do part_ok "$array" "$i" || fail "part $i did not finish (jobs/pdq-part-${array}_$i.out)"; done
+merge_ok "$merge" || fail "the merge did not finish (jobs/pdq-merge-$merge.out)"
+compare "$work/out-slurm"
+"$pdq" verify "$work/src" "$work/out-slurm/decode" >/dev/null || fail "pdq verify refuses the merged decode checkpoint"
+
+log "a failing part cancels the merge; rerunning that index alone and merging again completes it"
+bad=$((parts / 2))
+cat >"$work/pdq-faulty" <<EOF
+#!/usr/bin/env bash
+# The real pdq, except that part $bad fails while $work/fault exists.
+if [[ -e "$work/fault" && " \$* " == *" --part $bad/$parts "* ]]; then echo "injected failure" >&2; exit 1; fi
+exec "$pdq" "\$@"
+EOF
+chmod +x "$work/pdq-faulty"
+touch "$work/fault"
+PDQ=$work/pdq-faulty submit "$work/out-rerun"
+await "$array,$merge"
+part_ok "$array" "$bad" && fail "the injected failure of part $bad did not happen"
+[[ -e "$work/jobs/pdq-merge-$merge.out" ]] && fail "the merge ran although part $bad failed"
+rm "$work/fault"
+# The rerun as docs/SCALE.md gives it: the same settings, one index, then the merge again.
+rerun=$(OUT=$work/out-rerun sbatch --parsable --array="$bad" --cpus-per-task=1 --mem=2G \
+	--output="$work/jobs/pdq-part-%A_%a.out" deploy/slurm/pdq-part.sbatch)
+rerun=${rerun%%;*}
+merge=$(OUT=$work/out-rerun sbatch --parsable --dependency="afterok:$rerun" --kill-on-invalid-dep=yes --mem=2G \
+	--output="$work/jobs/pdq-merge-%j.out" deploy/slurm/pdq-merge.sbatch)
+merge=${merge%%;*}
+await "$rerun,$merge"
+part_ok "$rerun" "$bad" || fail "the rerun of part $bad did not finish (jobs/pdq-part-${rerun}_$bad.out)"
+merge_ok "$merge" || fail "the merge after the rerun did not finish (jobs/pdq-merge-$merge.out)"
+compare "$work/out-rerun"
+
+echo "slurm-e2e: PASS: a $parts-part Slurm array plus merge, and one whose failed part was rerun alone, are byte-identical to one convert"
