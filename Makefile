@@ -46,12 +46,12 @@ test-slurm: build
 	scripts/slurm-e2e.sh $(BIN)/pdq
 
 ## test-deploy: the Kubernetes manifests decoded strictly into the k8s.io/api types and checked
-## (deploy/k8stest, a module of its own so the main module does not depend on k8s.io/api), and
-## the Slurm scripts parsed by bash
-test-deploy:
+## (deploy/k8stest, a module of its own so the main module does not depend on k8s.io/api; every
+## flag they pass must be in bin/pdq's convert --help), and the Slurm scripts parsed by bash
+test-deploy: build
 	@out=$$(gofmt -l deploy/k8stest); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	cd deploy/k8stest && $(GO) vet ./... && $(GO) test -count=1 ./...
-	for f in deploy/slurm/*.sh deploy/slurm/*.sbatch scripts/slurm-e2e.sh; do bash -n $$f || exit 1; done
+	cd deploy/k8stest && $(GO) vet ./... && PDQ_BIN=$(CURDIR)/$(BIN)/pdq $(GO) test -count=1 ./...
+	for f in deploy/slurm/*.sh deploy/slurm/*.sbatch scripts/slurm-e2e.sh scripts/parts-bench.sh; do bash -n $$f || exit 1; done
 
 ## test-short: the fast tests only
 test-short:

@@ -3,7 +3,9 @@ package k8stest
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -216,5 +218,34 @@ func TestSplitDocuments(t *testing.T) {
 	docs := splitDocuments([]byte("# only a comment\n---\na: 1\n---\n\n---\nb: 2\n"))
 	if len(docs) != 2 || string(docs[0]) != "a: 1\n" || string(docs[1]) != "b: 2\n" {
 		t.Fatalf("got %q", docs)
+	}
+}
+
+// TestFlagsExist runs the pdq binary named by PDQ_BIN (make test-deploy sets it) and checks that
+// every flag the Jobs pass is one `pdq convert` has, so a renamed flag fails here and not in a
+// cluster.
+func TestFlagsExist(t *testing.T) {
+	bin := os.Getenv("PDQ_BIN")
+	if bin == "" {
+		t.Skip("PDQ_BIN is not set (make test-deploy sets it to bin/pdq)")
+	}
+	help, err := exec.Command(bin, "convert", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s convert --help: %v\n%s", bin, err, help)
+	}
+	ms, err := Load(manifestDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range ms.Jobs {
+		conv, err := parseConvert(j.Spec.Template.Spec.Containers[0].Args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for flag := range conv.flags {
+			if !regexp.MustCompile(`(?m)^\s+(-\w, )?` + regexp.QuoteMeta(flag) + `\b`).Match(help) {
+				t.Errorf("%s passes %s, which pdq convert does not have", j.Name, flag)
+			}
+		}
 	}
 }
