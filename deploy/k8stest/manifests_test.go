@@ -249,3 +249,20 @@ func TestFlagsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestNoManifestOutsideK8s keeps every YAML file of deploy/ under deploy/k8s, where Load reads.
+func TestNoManifestOutsideK8s(t *testing.T) {
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		ext := filepath.Ext(path)
+		if !d.IsDir() && (ext == ".yaml" || ext == ".yml") && filepath.Dir(path) != filepath.Clean(manifestDir) {
+			t.Errorf("%s is outside %s, so no test decodes it", path, manifestDir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
