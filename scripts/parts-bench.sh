@@ -7,8 +7,9 @@
 #   scripts/parts-bench.sh SRC "1 2 4" [convert flags...]
 #
 # The configurations are run in turn, ROUNDS times (default 3), so that load from other work on
-# a shared machine falls on all of them alike; the summary gives the least wall time of each and
-# the CPU time (user+sys, which load does not inflate much) of that run.
+# a shared machine falls on all of them alike; the summary gives the least wall time of each, the
+# CPU time (user+sys, which load does not inflate much) of that run, and their ratio: how many
+# CPUs the run actually got while other work shared the machine.
 # Environment: PDQ (default bin/pdq), ROUNDS, WORK (scratch directory, default a new temporary
 # one, removed at the end).
 set -euo pipefail
@@ -62,6 +63,6 @@ for ((r = 1; r <= rounds; r++)); do
 done | tee "$work/runs"
 
 echo "# least wall time of $rounds rounds (all outputs byte-identical to the single run)"
-echo "# config real user+sys"
+echo "# config real user+sys cores (user+sys / real: the CPUs the run got)"
 awk '$1 != "#" { cpu = $4 + $5; if (!($1 in best) || $3 < best[$1]) { best[$1] = $3; c[$1] = cpu } }
-	END { for (k in best) printf "%s %.2f %.2f\n", k, best[k], c[k] }' "$work/runs" | sort
+	END { for (k in best) printf "%s %.2f %.2f %.2f\n", k, best[k], c[k], c[k] / best[k] }' "$work/runs" | sort
