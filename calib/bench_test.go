@@ -9,6 +9,7 @@ import (
 
 	"pdq/calib"
 	"pdq/quantize"
+	"pdq/safetensors"
 )
 
 // lowRankHessian returns a K×K symmetric positive definite matrix D^½(I/2 + F·Fᵀ/r)D^½ with
@@ -43,48 +44,76 @@ func lowRankHessian(rng *rand.Rand, k int) []float64 {
 }
 
 // BenchmarkGPTQExpert: one GLM-5 expert projection (gate/up 2048×6144, down 6144×2048), group 32:
-// the Cholesky factorization of the Hessian, the weighted scale search and GPTQ. Run on one
-// core with -cpu 1 -benchtime 1x.
+// the Cholesky factorization of the Hessian, the weighted scale search and GPTQ, by this
+// package (float32 kernels) and by the previous float64 implementation (legacy, gonum), in one
+// run. Run on one core with -cpu 1 -benchtime 1x.
 func BenchmarkGPTQExpert(b *testing.B) {
 	for _, sh := range []struct{ rows, cols int }{{2048, 6144}, {6144, 2048}} {
-		b.Run(fmt.Sprintf("%dx%d", sh.rows, sh.cols), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(1, 2))
-			h := lowRankHessian(rng, sh.cols)
-			d := make([]float32, sh.cols)
-			for j := range d {
-				d[j] = float32(h[j*sh.cols+j])
-			}
-			w := gaussF16(rng, sh.rows*sh.cols, 0.02)
-			opt := quantize.Int4Options{GroupSize: 32, Workers: 1}
-			b.SetBytes(int64(4 * len(w)))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				f, err := calib.Factorize(h, sh.cols, calib.GPTQOptions{})
-				if err != nil {
-					b.Fatal(err)
+		rng := rand.New(rand.NewPCG(1, 2))
+		h := lowRankHessian(rng, sh.cols)
+		d := make([]float32, sh.cols)
+		for j := range d {
+			d[j] = float32(h[j*sh.cols+j])
+		}
+		w := gaussF16(rng, sh.rows*sh.cols, 0.02)
+		opt := quantize.Int4Options{GroupSize: 32, Workers: 1}
+		for _, impl := range []string{"kernels", "legacy"} {
+			b.Run(fmt.Sprintf("%dx%d/%s", sh.rows, sh.cols, impl), func(b *testing.B) {
+				b.SetBytes(int64(4 * len(w)))
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for range b.N {
+					if impl == "legacy" {
+						res, err := quantize.QuantizeInt4Weighted(context.Background(), w, sh.rows, sh.cols, opt, d)
+						if err != nil {
+							b.Fatal(err)
+						}
+						scales := make([]float32, len(res.Scales)/2)
+						safetensors.DecodeBF16(scales, res.Scales)
+						if _, ok := legacyGPTQ(h, sh.cols, w, sh.rows, scales, 32, false); !ok {
+							b.Fatal("legacy factorization failed")
+						}
+						continue
+					}
+					f, err := calib.Factorize(context.Background(), h, sh.cols, calib.GPTQOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := calib.QuantizeGPTQ(context.Background(), w, sh.rows, sh.cols, opt, d, f); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if _, err := calib.QuantizeGPTQ(context.Background(), w, sh.rows, sh.cols, opt, d, f); err != nil {
-					b.Fatal(err)
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/weight")
+				if cpu := processCPU() - cpu0; cpu0 > 0 && cpu > 0 {
+					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/weight")
-		})
+			})
+		}
 	}
 }
 
-// BenchmarkFactorize: the factorization alone for K = 6144 and 2048.
+// BenchmarkFactorize: the factorization alone for K = 6144 and 2048, this package's and the
+// previous float64 one's (legacy).
 func BenchmarkFactorize(b *testing.B) {
 	for _, k := range []int{2048, 6144} {
-		b.Run(fmt.Sprint(k), func(b *testing.B) {
-			h := lowRankHessian(rand.New(rand.NewPCG(1, 2)), k)
-			b.ResetTimer()
-			for range b.N {
-				if _, err := calib.Factorize(h, k, calib.GPTQOptions{}); err != nil {
-					b.Fatal(err)
+		h := lowRankHessian(rand.New(rand.NewPCG(1, 2)), k)
+		for _, impl := range []string{"kernels", "legacy"} {
+			b.Run(fmt.Sprintf("%d/%s", k, impl), func(b *testing.B) {
+				cpu0 := processCPU()
+				for range b.N {
+					if impl == "legacy" {
+						if _, _, ok := legacyFactorize(h, k, false); !ok {
+							b.Fatal("legacy factorization failed")
+						}
+					} else if _, err := calib.Factorize(context.Background(), h, k, calib.GPTQOptions{}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+				if cpu := processCPU() - cpu0; cpu0 > 0 && cpu > 0 {
+					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+				}
+			})
+		}
 	}
 }
 

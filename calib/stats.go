@@ -1,18 +1,17 @@
 package calib
 
 import (
-	"crypto/sha256"
+	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 
+	"pdq/internal/fsutil"
 	"pdq/safetensors"
 )
 
@@ -259,16 +258,11 @@ func (s *Stats) EntryTokens(e *Entry) (int64, error) {
 
 // hashFile returns the hex SHA-256 of a file's bytes.
 func hashFile(path string) (string, error) {
-	f, err := os.Open(path)
+	_, sum, err := fsutil.HashFile(context.Background(), path)
 	if err != nil {
 		return "", fmt.Errorf("calib: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("calib: %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, nil
 }
 
 // Unobserved reports whether a module's E[x²] is zero for every input channel: statistics of an

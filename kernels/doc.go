@@ -11,7 +11,7 @@
 //     index order, and the lanes combine as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7));
 //   - rounding to an integer level is round-half-to-even (rintf); the Go loops use the exact
 //     float32 trick (v + 1.5·2^23) - 1.5·2^23, valid because levels are clamped to [-8, 7] first;
-//   - BF16 rounding is round-to-nearest-even of the float32 bit pattern (safetensors.RoundBF16);
+//   - BF16 rounding is round-to-nearest-even of the float32 bit pattern (floatcodec.RoundBF16);
 //   - divisions are IEEE divisions (CUDA __fdiv_rn), reciprocals are 1/s computed once per
 //     candidate scale (__frcp_rn);
 //   - the float64 error sums of a slice (ErrorSums) use eight lanes the same way, every term

@@ -4,7 +4,7 @@ import "math"
 
 // e4m3 rounds v to FP8 e4m3fn, nearest even, saturating at ±448 (the e4m3fn maximum; the
 // format has no infinity); NaN gives 0x7F with v's sign. It returns exactly what
-// safetensors.Float32ToF8E4M3 returns (tested over the whole float32 range) and is the
+// floatcodec.Float32ToF8E4M3 returns (tested over the whole float32 range) and is the
 // conversion CUDA's cvt.rn.satfinite.e4m3x2.f32 performs.
 func e4m3(v float32) uint8 {
 	b := math.Float32bits(v)

@@ -5,12 +5,12 @@ import (
 	"math"
 	"testing"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 func checkE4M3(t *testing.T, b uint32) {
 	v := math.Float32frombits(b)
-	if got, want := e4m3(v), safetensors.Float32ToF8E4M3(v); got != want {
+	if got, want := e4m3(v), floatcodec.Float32ToF8E4M3(v); got != want {
 		t.Fatalf("e4m3(%v = %#08x) = %#02x, want %#02x", v, b, got, want)
 	}
 }

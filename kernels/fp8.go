@@ -3,7 +3,7 @@ package kernels
 import (
 	"math"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 // QuantizeFP8Block implements Backend. It allocates nothing for tensors up to 64 block columns
@@ -113,7 +113,7 @@ func checkFP8Dequant(nDst, nCodes, nScale, rows, cols, bh, bw int) error {
 func decodeE4M3Scalar(dst []float32, codes []byte, s float32) {
 	dst = dst[:len(codes)]
 	for j, code := range codes {
-		dst[j] = safetensors.F8E4M3ToFloat32(code) * s
+		dst[j] = floatcodec.F8E4M3ToFloat32(code) * s
 	}
 }
 

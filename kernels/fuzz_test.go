@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 // FuzzInt4Spec feeds arbitrary finite float32 groups to QuantizeInt4 and compares every output
@@ -33,7 +33,7 @@ func FuzzInt4Spec(f *testing.F) {
 		p := mustParams(t, n, Search(mode&1), mode&2 != 0)
 		out := quant(t, x, 1, n, p)
 		q, s, st := refGroup(x, p)
-		if gs := safetensors.BF16ToFloat32(binary.LittleEndian.Uint16(out.Scales)); math.Float32bits(gs) != math.Float32bits(s) && !(gs == 0 && s == 0) {
+		if gs := floatcodec.BF16ToFloat32(binary.LittleEndian.Uint16(out.Scales)); math.Float32bits(gs) != math.Float32bits(s) && !(gs == 0 && s == 0) {
 			t.Fatalf("scale %v, spec %v", gs, s)
 		}
 		if !sameStats(out.Stats[0], st) {

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 // CPU is the pure-Go backend and the reference every other backend must match bit for bit.
@@ -27,7 +27,7 @@ func (CPU) QuantizeInt4(out Int4Out, src []float32, rows, cols int, p *Int4Param
 		if bad >= 0 {
 			return &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
 		}
-		binary.LittleEndian.PutUint16(out.Scales[2*k:], safetensors.Float32ToBF16(s))
+		binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
 		out.Stats[k] = st
 	}
 	return nil
@@ -41,7 +41,7 @@ func quantGroup(dst []byte, x []float32, p *Int4Params) (s float32, st GroupStat
 		return 0, st, firstNonFinite(x)
 	}
 	a := math.Float32frombits(ab)
-	sR := safetensors.RoundBF16(a / 7.5)
+	sR := floatcodec.RoundBF16(a / 7.5)
 	if sR == 0 {
 		// All zeros, or values so small that the scale rounds to zero: every level is 0.
 		ss := lp.sumSq(x)
@@ -101,7 +101,7 @@ func search(x []float32, a, sR float32, p *Int4Params) (best float32, div bool, 
 		if sqq == 0 {
 			break
 		}
-		s := safetensors.RoundBF16(sxq / sqq)
+		s := floatcodec.RoundBF16(sxq / sqq)
 		if s == best || s == 0 || (!p.Signed && s < 0) {
 			break
 		}
@@ -126,7 +126,7 @@ func candidates(dst, x []float32, a, sR float32, p *Int4Params) []float32 {
 	}
 	var prev float32
 	for _, k := range p.Pos {
-		s := safetensors.RoundBF16(a * k)
+		s := floatcodec.RoundBF16(a * k)
 		if s == prev || s == sR {
 			continue
 		}
@@ -145,7 +145,7 @@ func signedCandidates(dst, x []float32, a float32, p *Int4Params) []float32 {
 		}
 		var prev float32
 		for _, k := range p.Neg {
-			s := safetensors.RoundBF16(a * k)
+			s := floatcodec.RoundBF16(a * k)
 			if s == prev {
 				continue
 			}

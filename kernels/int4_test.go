@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 func mustParams(t testing.TB, g int, s Search, signed bool) *Int4Params {
@@ -130,7 +130,7 @@ func refGroup(x []float32, p *Int4Params) (q []int, s float32, st GroupStats) {
 	sse := func(q []int, s float32) float32 {
 		return refLanes(n, func(i int) float32 { d := x[i] - float32(q[i])*s; return d * d })
 	}
-	sR := safetensors.RoundBF16(a / 7.5)
+	sR := floatcodec.RoundBF16(a / 7.5)
 	if sR == 0 {
 		ss := refLanes(n, func(i int) float32 { return x[i] * x[i] })
 		return make([]int, n), 0, GroupStats{SumSq: ss, Err: ss, RTNErr: ss}
@@ -147,7 +147,7 @@ func refGroup(x []float32, p *Int4Params) (q []int, s float32, st GroupStats) {
 		}
 		var cands []float32
 		for _, k := range p.Pos {
-			s := safetensors.RoundBF16(a * k)
+			s := floatcodec.RoundBF16(a * k)
 			if s != sR && (len(cands) == 0 || s != cands[len(cands)-1]) {
 				cands = append(cands, s)
 			}
@@ -165,7 +165,7 @@ func refGroup(x []float32, p *Int4Params) (q []int, s float32, st GroupStats) {
 			}
 			var prev float32
 			for _, k := range p.Neg {
-				s := safetensors.RoundBF16(a * k)
+				s := floatcodec.RoundBF16(a * k)
 				if s == prev {
 					continue
 				}
@@ -182,7 +182,7 @@ func refGroup(x []float32, p *Int4Params) (q []int, s float32, st GroupStats) {
 			if qq == 0 {
 				break
 			}
-			s := safetensors.RoundBF16(xq / qq)
+			s := floatcodec.RoundBF16(xq / qq)
 			if s == best || s == 0 || (!p.Signed && s < 0) {
 				break
 			}
@@ -253,7 +253,7 @@ func TestInt4MatchesSpec(t *testing.T) {
 					out := quant(t, x, rows, cols, p)
 					for k := range rows * cols / g {
 						q, s, st := refGroup(x[k*g:(k+1)*g], p)
-						if gs := safetensors.BF16ToFloat32(binary.LittleEndian.Uint16(out.Scales[2*k:])); gs != s {
+						if gs := floatcodec.BF16ToFloat32(binary.LittleEndian.Uint16(out.Scales[2*k:])); gs != s {
 							t.Fatalf("g%d search %d signed %v group %d: scale %v, spec %v", g, search, signed, k, gs, s)
 						}
 						if out.Stats[k] != st {

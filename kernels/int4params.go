@@ -32,6 +32,13 @@ type Int4Params struct {
 	Neg []float32
 	// Refine is the maximum number of least-squares refinements s ← bf16(Σx·q/Σq²).
 	Refine int
+	// WPos lists the coarse positive multipliers of the weighted search for groups whose column
+	// weights are not all equal (QuantizeInt4Weighted): a wider range than Pos, since strong
+	// weights make the best scale clip low-weight columns much harder. WFine is the step of the
+	// fine stage around the best coarse multiplier k: k ± i·WFine for i = 1..WFineN.
+	WPos   []float32
+	WFine  float32
+	WFineN int
 
 	// posPad is 0 followed by Pos, zero-padded to a whole number of 16-lane vectors: set by
 	// NewInt4Params (whose Pos rises) for the vector candidate generation; nil otherwise.
@@ -87,8 +94,23 @@ func NewInt4Params(groupSize int, search Search, signed bool) (Int4Params, error
 		p.Neg = grid(rg.rmin, rg.steps, 8)
 	}
 	p.Refine = 3
+	wmin := min(rg.rmin, weightedRMin)
+	p.WPos = grid(wmin, weightedSteps, 7)
+	p.WFine = float32((1 - wmin) / float64(weightedSteps-1) / 7 / float64(weightedFineN+1))
+	p.WFineN = weightedFineN
 	return p, nil
 }
+
+// The weighted search's two stages: weightedSteps coarse points r on [weightedRMin, 1] (or the
+// plain range's start when lower), then weightedFineN points on each side of the best at a
+// (weightedFineN+1)-th of the coarse spacing. Chosen against an exhaustive weighted search
+// (quantize/qref) on QUALITY.md's data with log-normal column weights up to σ_ln = 2
+// (docs/CALIBRATION.md).
+const (
+	weightedRMin  = 0.40
+	weightedSteps = 16
+	weightedFineN = 3
+)
 
 // grid returns float32(r_i/div) for r_i = rmin + (1-rmin)·i/(n-1), computed in float64.
 func grid(rmin float64, n int, div float64) []float32 {

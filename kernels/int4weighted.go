@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 // QuantizeInt4Weighted is QuantizeInt4 with a per-column importance weight: the scale search
@@ -35,7 +35,7 @@ func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *I
 		if bad >= 0 {
 			return &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
 		}
-		binary.LittleEndian.PutUint16(out.Scales[2*k:], safetensors.Float32ToBF16(s))
+		binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
 		out.Stats[k] = st
 	}
 	return nil
@@ -48,7 +48,7 @@ func quantGroupWeighted(dst []byte, x, w []float32, p *Int4Params) (s float32, s
 		return 0, st, firstNonFinite(x)
 	}
 	a := math.Float32frombits(ab)
-	sR := safetensors.RoundBF16(a / 7.5)
+	sR := floatcodec.RoundBF16(a / 7.5)
 	if sR == 0 {
 		ss := lp.sumSq(x)
 		for i := range dst {
@@ -70,23 +70,49 @@ func quantGroupWeighted(dst []byte, x, w []float32, p *Int4Params) (s float32, s
 	return s, st, -1
 }
 
-// searchWeighted is search with the weighted error Σw(x−q·s)².
+// searchWeighted is search with the weighted error Σw(x−q·s)². When the group's weights are
+// all equal it tries the plain candidates (so unit weights give the plain search's bytes);
+// otherwise the coarse candidates p.WPos, then p.WFineN finer ones on each side of the best,
+// then the refinement in the weighted metric. The RTN scale is the first candidate throughout.
 func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32, div bool) {
 	bestE, sxq, sqq := lp.wSums(x, w, sR, 0, true)
 	best, div = sR, true
 	var prev float32
-	try := func(s float32) {
+	try := func(s float32) bool {
 		if e, xq, qq := lp.wSums(x, w, s, 1/s, false); e < bestE {
 			bestE, best, div, sxq, sqq = e, s, false, xq, qq
+			return true
 		}
+		return false
 	}
-	for _, k := range p.Pos {
-		s := safetensors.RoundBF16(a * k)
-		if s == prev || s == sR {
-			continue
+	if uniform(w) || len(p.WPos) == 0 {
+		for _, k := range p.Pos {
+			s := floatcodec.RoundBF16(a * k)
+			if s == prev || s == sR {
+				continue
+			}
+			prev = s
+			try(s)
 		}
-		prev = s
-		try(s)
+	} else {
+		kBest := float32(1 / 7.5) // the RTN multiplier, centre of the fine stage if nothing beats it
+		for _, k := range p.WPos {
+			s := floatcodec.RoundBF16(a * k)
+			if s == prev || s == sR {
+				continue
+			}
+			prev = s
+			if try(s) {
+				kBest = k
+			}
+		}
+		for i := 1; i <= p.WFineN; i++ {
+			for _, k := range [2]float32{kBest - float32(i)*p.WFine, kBest + float32(i)*p.WFine} {
+				if s := floatcodec.RoundBF16(a * k); s > 0 && s != best && s != sR {
+					try(s)
+				}
+			}
+		}
 	}
 	if p.Signed && len(p.Neg) > 0 {
 		sign := float32(1)
@@ -95,7 +121,7 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 		}
 		prev = 0
 		for _, k := range p.Neg {
-			s := safetensors.RoundBF16(a * k)
+			s := floatcodec.RoundBF16(a * k)
 			if s == prev {
 				continue
 			}
@@ -107,7 +133,7 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 		if sqq == 0 {
 			break
 		}
-		s := safetensors.RoundBF16(sxq / sqq)
+		s := floatcodec.RoundBF16(sxq / sqq)
 		if s == best || s == 0 || (!p.Signed && s < 0) {
 			break
 		}
@@ -118,6 +144,16 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 		bestE, best, div, sxq, sqq = e, s, false, xq, qq
 	}
 	return best, div
+}
+
+// uniform reports whether every weight of the group equals the first.
+func uniform(w []float32) bool {
+	for _, v := range w[1:] {
+		if v != w[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // wSums returns Σw(x−q·s)², Σw·x·q and Σw·q² in the eight-lane order, with q = level(x/s) when

@@ -2,9 +2,12 @@ package kernels
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"pdq/safetensors"
 )
 
 // TestWeightedUnitWeights: with every weight 1 the weighted search performs the same float32
@@ -65,4 +68,59 @@ func TestWeightedBadInput(t *testing.T) {
 	if nf, ok := err.(*NonFiniteError); !ok || nf.Index != 40 {
 		t.Errorf("Inf at 40: %v", err)
 	}
+}
+
+// TestWeightedNeverWorseThanRTN: with strongly unequal weights (the two-stage search), every
+// group's weighted error is at most that of the RTN scale bf16(absmax/7.5) (float64 sums, to
+// float32 rounding), and the search beats RTN overall.
+func TestWeightedNeverWorseThanRTN(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	rows, cols := 32, 512
+	src := make([]float32, rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64() * 0.02)
+	}
+	d := make([]float32, cols)
+	for j := range d {
+		d[j] = float32(math.Exp(2 * rng.NormFloat64()))
+	}
+	for _, g := range []int{32, 128, 512} {
+		p, err := NewInt4Params(g, SearchMSE, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := rows * cols
+		out := Int4Out{Packed: make([]byte, n/2), Scales: make([]byte, 2*n/g), Stats: make([]GroupStats, n/g)}
+		if err := (CPU{}).QuantizeInt4Weighted(out, src, rows, cols, &p, d); err != nil {
+			t.Fatal(err)
+		}
+		var sumS, sumR float64
+		for k := range n / g {
+			x := src[k*g : (k+1)*g]
+			w := d[(k*g)%cols : (k*g)%cols+g]
+			var a float32
+			for _, v := range x {
+				a = max(a, float32(math.Abs(float64(v))))
+			}
+			s := math.Float32frombits(uint32(binary.LittleEndian.Uint16(out.Scales[2*k:])) << 16)
+			es, er := weightedErr64(x, w, s), weightedErr64(x, w, safetensors.RoundBF16(a/7.5))
+			if es > er*(1+1e-5) {
+				t.Fatalf("g%d group %d: weighted error %g with scale %g, RTN %g", g, k, es, s, er)
+			}
+			sumS, sumR = sumS+es, sumR+er
+		}
+		if !(sumS < sumR) {
+			t.Errorf("g%d: weighted search error %g, RTN %g", g, sumS, sumR)
+		}
+	}
+}
+
+func weightedErr64(x, w []float32, s float32) float64 {
+	var e float64
+	for j, v := range x {
+		q := math.RoundToEven(min(max(float64(v)/float64(s), -8), 7))
+		dd := float64(v) - q*float64(s)
+		e += float64(w[j]) * dd * dd
+	}
+	return e
 }

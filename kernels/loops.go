@@ -7,9 +7,9 @@ import (
 )
 
 // loopSet holds one implementation of the inner loops of the CPU backend. The scalar set (the
-// functions of int4loops.go, int4weighted.go, errsums.go and dequant.go) is the specification;
-// a SIMD set must return the same bits for every input, which the tests and fuzz targets check
-// set against set.
+// functions of int4loops.go, int4weighted.go, errsums.go, dequant.go and gemm.go) is the
+// specification; a SIMD set must return the same bits for every input, which the tests and fuzz
+// targets check set against set.
 type loopSet struct {
 	name       string
 	absMaxBits func(x []float32) uint32
@@ -30,6 +30,10 @@ type loopSet struct {
 	decodeE4M3 func(dst []float32, codes []byte, s float32)
 	// encodeE4M3 writes e4m3(src[i]/s) into codes (len(codes) == len(src)).
 	encodeE4M3 func(codes []byte, src []float32, s float32)
+	// gemmTile adds a gemmMR×gemmNR tile of packed panels to C (gemmTileScalar).
+	gemmTile func(kc int, ap, bp, c []float32, ldc int)
+	// axpy sets y[i] = fma32(a, x[i], y[i]) (len(x) == len(y)).
+	axpy func(y, x []float32, a float32)
 }
 
 var scalarLoops = loopSet{
@@ -47,6 +51,8 @@ var scalarLoops = loopSet{
 	errLanesInt4: errLanesInt4Scalar,
 	decodeE4M3:   decodeE4M3Scalar,
 	encodeE4M3:   encodeE4M3Scalar,
+	gemmTile:     gemmTileScalar,
+	axpy:         axpyScalar,
 }
 
 // loopSets lists the implementations this binary and CPU can run, the scalar one first and the

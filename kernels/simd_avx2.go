@@ -31,12 +31,17 @@ var avx2Loops = loopSet{
 	errLanesInt4: errLanesInt4AVX2,
 	decodeE4M3:   decodeE4M3AVX2,
 	encodeE4M3:   encodeE4M3Scalar,
+	gemmTile:     gemmTileAVX2,
+	axpy:         axpyAVX2,
 }
 
 // A package-level variable, not init: variables are initialised before any init function runs,
 // so the set is registered before loops.go's init picks the fastest.
 var _ = func() bool {
 	if archsimd.X86.AVX2() {
+		if !archsimd.X86.FMA() {
+			avx2Loops.gemmTile, avx2Loops.axpy = gemmTileScalar, axpyScalar
+		}
 		addLoops(&avx2Loops)
 	}
 	return true

@@ -18,6 +18,8 @@ var avx512Loops = func() loopSet {
 	s.errLanes = errLanesAVX512
 	s.errLanesInt4 = errLanesInt4AVX512
 	s.encodeE4M3 = encodeE4M3AVX512
+	s.gemmTile = gemmTileAVX512
+	s.axpy = axpyAVX512
 	return s
 }()
 
@@ -196,7 +198,7 @@ var (
 	bf16Keep  = archsimd.BroadcastUint32x16(0xffff0000)
 )
 
-// roundBF16x16 is safetensors.RoundBF16 for finite values: b + 0x7fff + (b>>16)&1, truncated.
+// roundBF16x16 is floatcodec.RoundBF16 for finite values: b + 0x7fff + (b>>16)&1, truncated.
 func roundBF16x16(v archsimd.Float32x16) archsimd.Float32x16 {
 	b := v.AsUint32x16()
 	return b.Add(bf16Round).Add(b.ShiftAllRight(16).And(bf16One)).And(bf16Keep).AsFloat32x16()

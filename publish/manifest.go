@@ -2,12 +2,15 @@
 // verifiable versions, and pulls and verifies them again.
 //
 // A published version is a store root (s3://bucket/prefix or a directory) holding every file of
-// the checkpoint under its relative path (or path + ".zipnn" when compressed) and, written last
-// with a create-only condition, manifest.json: without the manifest a version does not exist, and
-// once it exists it is never overwritten.
+// the checkpoint under a key that names its content, data/CONTENT/PATH (or PATH.zipnn when
+// compressed), where CONTENT is the checkpoint's content hash, and, written last with a
+// create-only condition, manifest.json: the single commit point. Without the manifest a version
+// does not exist; once it exists it is never overwritten, and a publisher of other content that
+// lost the race to write it never wrote under the keys the manifest names.
 package publish
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -35,13 +38,43 @@ var (
 	ErrConflict = errors.New("publish: a different file is in the way")
 	// ErrVerify: verification found problems (listed in the VerifyResult).
 	ErrVerify = errors.New("publish: verification failed")
+	// ErrInvalidVersion: the files of a directory cannot be published as one version that pull
+	// could restore (names too long, a file where another needs a directory, colliding keys).
+	ErrInvalidVersion = errors.New("publish: cannot be published as a version")
 )
 
 // ManifestKey is the key of the manifest in a version.
 const ManifestKey = "manifest.json"
 
-// ManifestFormat names the manifest layout below.
-const ManifestFormat = "pdq-publish/1"
+// ManifestFormat names the manifest layout below, which this package writes: objects under
+// data/CONTENT_SHA256/. ManifestFormatV1 (objects under their paths) is still read.
+const (
+	ManifestFormat   = "pdq-publish/2"
+	ManifestFormatV1 = "pdq-publish/1"
+)
+
+// dataPrefix is the folder of a version's objects (format 2).
+const dataPrefix = "data/"
+
+// Name limits every path and key keeps, so that a version pulls into any POSIX file system and
+// fits an S3 key: at most maxSegment bytes per segment (NAME_MAX) and maxKey bytes in all.
+const (
+	maxSegment = 255
+	maxKey     = 1024
+)
+
+// ObjectKey returns the key of a file's object in a version of the given format and content
+// hash.
+func ObjectKey(format, content, path string, compressed bool) string {
+	k := path
+	if compressed {
+		k += zipnnSuffix
+	}
+	if format == ManifestFormatV1 {
+		return k
+	}
+	return dataPrefix + content + "/" + k
+}
 
 // Compression names.
 const (
@@ -128,7 +161,8 @@ func contentSHA256(files []File) string {
 }
 
 // ValidPath returns an error unless p is a clean relative slash path that stays inside the
-// directory it is joined to, and is not the manifest or pull's state folder.
+// directory it is joined to, keeps the name limits, and is not the manifest or pull's state
+// folder.
 func ValidPath(p string) error {
 	if err := store.ValidKey(p); err != nil {
 		return fmt.Errorf("%w: path %q: %v", ErrManifest, p, err)
@@ -139,7 +173,33 @@ func ValidPath(p string) error {
 	if p == ManifestKey || p == pullState || strings.HasPrefix(p, pullState+"/") {
 		return fmt.Errorf("%w: path %q is reserved", ErrManifest, p)
 	}
+	return validLength("path", p)
+}
+
+// validLength checks the name limits of a path or key.
+func validLength(what, name string) error {
+	if len(name) > maxKey {
+		return fmt.Errorf("%w: %s %q is %d bytes long, over the %d-byte limit", ErrManifest, what, name, len(name), maxKey)
+	}
+	for seg := range strings.SplitSeq(name, "/") {
+		if len(seg) > maxSegment {
+			return fmt.Errorf("%w: %s %q has a %d-byte name, over the %d-byte limit of file systems", ErrManifest, what, name, len(seg), maxSegment)
+		}
+	}
 	return nil
+}
+
+// prefixConflict returns a name of names that another one needs as a directory ("a" and "a/b"),
+// or "" when there is none.
+func prefixConflict(names map[string]bool) (file, under string) {
+	for n := range names {
+		for i := range len(n) {
+			if n[i] == '/' && names[n[:i]] {
+				return n[:i], n
+			}
+		}
+	}
+	return "", ""
 }
 
 func validHex(s string) bool {
@@ -152,15 +212,23 @@ func validHex(s string) bool {
 
 // ParseManifest decodes and checks a manifest: format, safe and unique paths and keys, sizes,
 // checksums, and the content hash.
+// Decoding is strict: one JSON value and nothing after it, field names exactly as written here
+// (no other case), no field twice, no unknown field.
 func ParseManifest(b []byte) (*Manifest, error) {
+	if err := checkStrictJSON(b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
 	var m Manifest
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
 	}
-	if m.Format != ManifestFormat {
+	if m.Format != ManifestFormat && m.Format != ManifestFormatV1 {
 		return nil, fmt.Errorf("%w: format %q, want %q", ErrManifest, m.Format, ManifestFormat)
+	}
+	if m.Format == ManifestFormat && !validHex(m.ContentSHA256) {
+		return nil, fmt.Errorf("%w: content_sha256 %q is not a lower-case SHA-256", ErrManifest, m.ContentSHA256)
 	}
 	paths, keys := map[string]bool{}, map[string]bool{}
 	for _, f := range m.Files {
@@ -177,15 +245,18 @@ func ParseManifest(b []byte) (*Manifest, error) {
 		}
 		switch f.Compression {
 		case CompressionNone:
-			if f.Key != f.Path || f.StoredSize != f.Size || f.StoredSHA256 != "" {
-				return nil, bad("uncompressed file must be stored under its path, as is")
+			if want := ObjectKey(m.Format, m.ContentSHA256, f.Path, false); f.Key != want || f.StoredSize != f.Size || f.StoredSHA256 != "" {
+				return nil, bad(fmt.Sprintf("uncompressed file must be stored as is under %q", want))
 			}
 		case CompressionZipNN:
-			if f.Key != f.Path+zipnnSuffix || !validHex(f.StoredSHA256) {
-				return nil, bad("compressed file must be stored under path" + zipnnSuffix + " with stored_sha256")
+			if want := ObjectKey(m.Format, m.ContentSHA256, f.Path, true); f.Key != want || !validHex(f.StoredSHA256) {
+				return nil, bad(fmt.Sprintf("compressed file must be stored under %q with stored_sha256", want))
 			}
 		default:
 			return nil, bad(fmt.Sprintf("unknown compression %q", f.Compression))
+		}
+		if err := validLength("key", f.Key); err != nil {
+			return nil, err
 		}
 		if keys[f.Key] {
 			return nil, bad("key used twice")
@@ -193,9 +264,20 @@ func ParseManifest(b []byte) (*Manifest, error) {
 		keys[f.Key] = true
 	}
 	for _, f := range m.Files {
-		if paths[f.Key] && f.Key != f.Path {
+		if m.Format == ManifestFormatV1 && paths[f.Key] && f.Key != f.Path {
 			return nil, fmt.Errorf("%w: key %q is also a path", ErrManifest, f.Key)
 		}
+	}
+	if a, ab := prefixConflict(paths); a != "" {
+		return nil, fmt.Errorf("%w: path %q is a file, but %q needs it to be a directory", ErrManifest, a, ab)
+	}
+	if m.Format == ManifestFormatV1 { // keys and paths share the version's folder
+		for p := range paths {
+			keys[p] = true
+		}
+	}
+	if a, ab := prefixConflict(keys); a != "" {
+		return nil, fmt.Errorf("%w: key %q is an object, but key %q needs it to be a folder", ErrManifest, a, ab)
 	}
 	if m.Report != "" && !paths[m.Report] {
 		return nil, fmt.Errorf("%w: report %q is not among the files", ErrManifest, m.Report)

@@ -15,7 +15,13 @@ func FuzzParseManifest(f *testing.F) {
 		{Path: "a/b.safetensors", Size: 9, SHA256: sha, Compression: CompressionZipNN, Key: "a/b.safetensors.zipnn", StoredSize: 5, StoredSHA256: sha},
 		{Path: "config.json", Size: 2, SHA256: sha, Compression: CompressionNone, Key: "config.json", StoredSize: 2},
 	}
-	b, _ := json.Marshal(Manifest{Format: ManifestFormat, Files: files, ContentSHA256: contentSHA256(files)})
+	b, _ := json.Marshal(Manifest{Format: ManifestFormatV1, Files: files, ContentSHA256: contentSHA256(files)})
+	f.Add(b)
+	content := contentSHA256(files)
+	for i := range files {
+		files[i].Key = ObjectKey(ManifestFormat, content, files[i].Path, files[i].Compression == CompressionZipNN)
+	}
+	b, _ = json.Marshal(Manifest{Format: ManifestFormat, Files: files, ContentSHA256: content})
 	f.Add(b)
 	f.Add([]byte(`{"format":"pdq-publish/1","files":[{"path":"../x"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

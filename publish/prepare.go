@@ -13,6 +13,8 @@ import (
 
 	"pdq/publish/store"
 	"pdq/publish/zipnn"
+
+	"pdq/safetensors"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -40,7 +42,7 @@ func partSizeFor(size, want int64) int64 {
 
 // hashFile reads path once, computing its SHA-256 and the CRC32C of each part of partSize.
 func hashFile(ctx context.Context, path string, partSize int64) (sums, error) {
-	f, err := os.Open(path)
+	f, err := safetensors.OpenRegular(path)
 	if err != nil {
 		return sums{}, fmt.Errorf("publish: %w", err)
 	}
@@ -96,7 +98,7 @@ func (s sums) partLen(i int) int64 { return min(s.partSize, s.size-int64(i)*s.pa
 // returns its name and the compression statistics. Safetensors files are coded tensor by tensor;
 // anything else as bytes.
 func compressFile(ctx context.Context, path, dir string, workers int) (string, zipnn.Stats, error) {
-	src, err := os.Open(path)
+	src, err := safetensors.OpenRegular(path)
 	if err != nil {
 		return "", zipnn.Stats{}, fmt.Errorf("publish: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -119,10 +120,10 @@ func listFiles(dir, report string) ([]localFile, error) {
 			return err
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("publish: %s is not a regular file", p)
+			return fmt.Errorf("publish: %s is not a regular file (%s); only regular files are published", quote(p), fi.Mode().Type())
 		}
 		if err := ValidPath(rel); err != nil {
-			return fmt.Errorf("publish: cannot publish %s: %w", p, err)
+			return fmt.Errorf("%w: %s: %w", ErrInvalidVersion, quote(p), err)
 		}
 		files = append(files, localFile{path: rel, local: p, size: fi.Size()})
 		return nil
@@ -147,6 +148,72 @@ func listFiles(dir, report string) ([]localFile, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
 	return files, nil
+}
+
+// checkVersion refuses, before anything is read or sent, a set of files that pull would refuse
+// as a version: names over the limits (once the object key adds its folder and .zipnn), a file
+// where another needs a directory ("a" and "a/b"), and a file name that --compress would give
+// to another file's object ("m.safetensors" compressed next to "m.safetensors.zipnn").
+func checkVersion(files []localFile, compress bool) error {
+	paths := map[string]bool{}
+	for _, f := range files {
+		paths[f.path] = true
+	}
+	if a, ab := prefixConflict(paths); a != "" {
+		return fmt.Errorf("%w: %s is a file, but %s needs it to be a directory", ErrInvalidVersion, quote(a), quote(ab))
+	}
+	keys := map[string]bool{}
+	placeholder := strings.Repeat("0", 64)
+	for _, f := range files {
+		key := ObjectKey(ManifestFormat, placeholder, f.path, compress && compressible(f.path))
+		if compress && compressible(f.path) && paths[f.path+zipnnSuffix] {
+			return fmt.Errorf("%w: with --compress %s is stored as %s, the name of another file", ErrInvalidVersion, quote(f.path), quote(f.path+zipnnSuffix))
+		}
+		if err := validLength("object key", key); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalidVersion, quote(f.path), err)
+		}
+		keys[key] = true
+		// Compression may not pay: the file is then stored under its plain key.
+		keys[ObjectKey(ManifestFormat, placeholder, f.path, false)] = true
+	}
+	if a, ab := prefixConflict(keys); a != "" {
+		return fmt.Errorf("%w: object %s is a file, but object %s needs it to be a folder", ErrInvalidVersion, quote(a), quote(ab))
+	}
+	return nil
+}
+
+// Quote returns a file name as it may be shown: as is when it is plain (printable, no space, quote
+// or backslash), otherwise as a quoted Go string literal, so that control characters, terminal
+// escape sequences and invisible or bidirectional marks never reach a terminal raw.
+func Quote(s string) string {
+	q := strconv.QuoteToGraphic(s)
+	if s != "" && q == `"`+s+`"` && !strings.Contains(s, " ") {
+		return s
+	}
+	return q
+}
+
+func quote(s string) string { return Quote(s) }
+
+// removeLoserObjects deletes the objects this publish wrote once another publish committed the
+// version: unless the winner published the same content (then they are the winner's objects),
+// no manifest names them. It is best effort; what it leaves is unreachable, never wrong.
+func removeLoserObjects(ctx context.Context, st store.Store, content string, log *slog.Logger) {
+	m, _, err := ReadManifest(ctx, st)
+	if err != nil || m.ContentSHA256 == content {
+		return
+	}
+	prefix := ObjectKey(ManifestFormat, content, "", false)
+	var keys []string
+	if err := st.List(ctx, prefix, func(i store.Info) error { keys = append(keys, i.Key); return nil }); err != nil {
+		log.Warn("could not list the objects of the losing publish", "prefix", prefix, "err", err)
+		return
+	}
+	for _, k := range keys {
+		if err := st.Delete(ctx, k); err != nil {
+			log.Warn("could not delete an object of the losing publish", "key", k, "err", err)
+		}
+	}
 }
 
 // compressible says whether --compress applies to a file.
@@ -183,6 +250,9 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	if err != nil {
 		return nil, err
 	}
+	if err := checkVersion(files, opts.Compress); err != nil {
+		return nil, err
+	}
 	if _, err := st.Stat(ctx, ManifestKey); err == nil {
 		return nil, fmt.Errorf("%w: %s has a %s; publish to a new version", ErrAlreadyPublished, st, ManifestKey)
 	} else if !errors.Is(err, store.ErrNotExist) {
@@ -192,14 +262,29 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	for _, f := range files {
 		total += f.size
 	}
-	opts.Progress.AddTotal(total)
+	opts.Progress.AddTotal(2 * total) // one pass to hash, one to send
+
+	// Every file is hashed first: the checkpoint's content hash names the folder its objects go
+	// to, so publishers of different content never write to the same key.
+	hashed := make([]sums, len(files))
+	entries := make([]File, len(files))
+	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
+		s, err := hashFile(ctx, files[i].local, opts.PartSize)
+		hashed[i] = s
+		entries[i] = File{Path: files[i].path, Size: s.size, SHA256: s.sha256}
+		opts.Progress.Add(s.size)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	content := contentSHA256(entries)
 
 	up := &uploader{st: st, sem: make(chan struct{}, opts.Parallel), tempSlots: make(chan struct{}, 2),
 		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
-	entries := make([]File, len(files))
 	results := make([]FileResult, len(files))
 	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
-		e, r, err := publishFile(ctx, up, files[i], opts)
+		e, r, err := publishFile(ctx, up, files[i], hashed[i], content, opts)
 		entries[i], results[i] = e, r
 		return err
 	})
@@ -222,9 +307,14 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 		return nil, fmt.Errorf("publish: manifest: %w", err)
 	}
 	b = append(b, '\n')
+	// What is committed passes the rules every reader applies.
+	if _, err := ParseManifest(b); err != nil {
+		return nil, fmt.Errorf("publish: the manifest this publish made is refused by pull: %w", err)
+	}
 	err = st.Put(ctx, ManifestKey, bytes.NewReader(b), int64(len(b)), store.PutOptions{IfNoneMatch: true})
 	if errors.Is(err, store.ErrExists) {
-		return nil, fmt.Errorf("%w: %s got a %s while this publish ran", ErrAlreadyPublished, st, ManifestKey)
+		removeLoserObjects(ctx, st, content, opts.Log)
+		return nil, fmt.Errorf("%w: %s got a %s from another publish while this one ran; the version holds that publish's files", ErrAlreadyPublished, st, ManifestKey)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish: write %s: %w", ManifestKey, err)

@@ -9,18 +9,16 @@ import (
 	"pdq/publish/store"
 )
 
-// publishFile hashes, maybe compresses, and uploads one file unless the store has it already.
-func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (File, FileResult, error) {
-	s, err := hashFile(ctx, f.local, opts.PartSize)
-	if err != nil {
-		return File{}, FileResult{}, err
-	}
-	e := File{Path: f.path, Size: s.size, SHA256: s.sha256, Compression: CompressionNone, Key: f.path, StoredSize: s.size}
+// publishFile maybe compresses, and uploads one file (hashed into s) under the folder of the
+// checkpoint's content hash unless the store has it already.
+func publishFile(ctx context.Context, up *uploader, f localFile, s sums, content string, opts Options) (File, FileResult, error) {
+	plainKey := ObjectKey(ManifestFormat, content, f.path, false)
+	e := File{Path: f.path, Size: s.size, SHA256: s.sha256, Compression: CompressionNone, Key: plainKey, StoredSize: s.size}
 	r := FileResult{Path: f.path, Size: s.size, StoredSize: s.size, Compression: CompressionNone, Ratio: 1}
 	md := map[string]string{metaSHA256: s.sha256, metaSize: strconv.FormatInt(s.size, 10)}
 
 	if opts.Compress && compressible(f.path) {
-		key := f.path + zipnnSuffix
+		key := ObjectKey(ManifestFormat, content, f.path, true)
 		if info, err := up.st.Stat(ctx, key); err == nil && info.Metadata[metaSHA256] == s.sha256 &&
 			info.Metadata[metaCompression] == CompressionZipNN && validHex(info.Metadata[metaStoredSHA256]) {
 			return compressedEntry(e, key, info.Size, info.Metadata[metaStoredSHA256]), skipped(up, r, info.Size, true), nil
@@ -52,7 +50,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (
 			up.progress.AddTotal(cs.size - s.size)
 			e = compressedEntry(e, key, cs.size, cs.sha256)
 			r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, cs.size, float64(s.size)/float64(max(cs.size, 1))
-			stats, err := up.upload(ctx, key, tmp, cs, md)
+			stats, err := up.uploadOrAdopt(ctx, key, tmp, cs, md)
 			if err != nil {
 				return File{}, FileResult{}, err
 			}
@@ -61,17 +59,38 @@ func publishFile(ctx context.Context, up *uploader, f localFile, opts Options) (
 		opts.Log.Info("compression does not pay; storing as is", "path", f.path)
 	}
 
-	if info, err := up.st.Stat(ctx, f.path); err == nil && info.Size == s.size &&
+	if info, err := up.st.Stat(ctx, plainKey); err == nil && info.Size == s.size &&
 		info.Metadata[metaSHA256] == s.sha256 && info.Metadata[metaCompression] == "" {
 		return e, skipped(up, r, s.size, false), nil
 	} else if err != nil && !errors.Is(err, store.ErrNotExist) {
 		return File{}, FileResult{}, err
 	}
-	stats, err := up.upload(ctx, f.path, f.local, s, md)
+	stats, err := up.uploadOrAdopt(ctx, plainKey, f.local, s, md)
 	if err != nil {
 		return File{}, FileResult{}, err
 	}
 	return e, sent(r, stats), nil
+}
+
+// uploadOrAdopt uploads a file; when that fails, and the store now holds the same bytes under the
+// key anyway (a concurrent publish of the same content wrote them, completing or aborting the
+// uploads this one was using), that object is taken as this file's. The upload is tried twice.
+func (u *uploader) uploadOrAdopt(ctx context.Context, key, local string, s sums, md map[string]string) (sendStats, error) {
+	var err error
+	for range 2 {
+		var st sendStats
+		if st, err = u.upload(ctx, key, local, s, md); err == nil || ctx.Err() != nil {
+			return st, err
+		}
+		info, serr := u.st.Stat(ctx, key)
+		if serr == nil && info.Size == s.size && info.Metadata[metaSHA256] == md[metaSHA256] &&
+			info.Metadata[metaStoredSHA256] == md[metaStoredSHA256] {
+			u.log.Info("another publish stored the same bytes; using its object", "key", key, "upload_error", err)
+			return sendStats{}, nil
+		}
+		u.log.Warn("upload failed; trying once more", "key", key, "err", err)
+	}
+	return sendStats{}, err
 }
 
 func compressedEntry(e File, key string, storedSize int64, storedSHA string) File {

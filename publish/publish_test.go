@@ -206,10 +206,7 @@ func TestCorruptionDetectedLocal(t *testing.T) {
 		if _, err := Publish(context.Background(), st, src, opts); err != nil {
 			t.Fatal(err)
 		}
-		key := "model-00001-of-00002.safetensors"
-		if compress {
-			key += zipnnSuffix
-		}
+		key := keyIn(t, src, "model-00001-of-00002.safetensors", compress)
 		flipByte(t, filepath.Join(st.Root(), key), 1<<20)
 		for _, deep := range []bool{false, true} {
 			res, err := Verify(context.Background(), st, VerifyOptions{Deep: deep})
@@ -261,10 +258,16 @@ func TestPullConflict(t *testing.T) {
 	}
 }
 
-// writeManifest stores a hand-made manifest (with a consistent content hash).
+// writeManifest stores a hand-made manifest (with a consistent content hash); files without a
+// key get the one publish would give them.
 func writeManifest(t testing.TB, root string, files []File) {
 	t.Helper()
 	m := Manifest{Format: ManifestFormat, Tool: "pdq", Files: files, ContentSHA256: contentSHA256(files)}
+	for i, f := range files {
+		if f.Key == "" {
+			files[i].Key = ObjectKey(m.Format, m.ContentSHA256, f.Path, f.Compression == CompressionZipNN)
+		}
+	}
 	b, _ := json.Marshal(m)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
@@ -307,13 +310,13 @@ func TestParseManifestRejects(t *testing.T) {
 		"duplicate path":    {good, good},
 		"key is a path too": {{Path: "a", Size: 3, SHA256: sha, Compression: CompressionZipNN, Key: "a.zipnn", StoredSize: 2, StoredSHA256: sha}, {Path: "a.zipnn", Size: 1, SHA256: sha, Compression: CompressionNone, Key: "a.zipnn", StoredSize: 1}},
 	} {
-		m := Manifest{Format: ManifestFormat, Files: files, ContentSHA256: contentSHA256(files)}
+		m := Manifest{Format: ManifestFormatV1, Files: files, ContentSHA256: contentSHA256(files)}
 		b, _ := json.Marshal(m)
 		if _, err := ParseManifest(b); !errors.Is(err, ErrManifest) {
 			t.Errorf("%s: ParseManifest = %v, want ErrManifest", name, err)
 		}
 	}
-	m := Manifest{Format: ManifestFormat, Files: []File{good}, ContentSHA256: strings.Repeat("0", 64)}
+	m := Manifest{Format: ManifestFormatV1, Files: []File{good}, ContentSHA256: strings.Repeat("0", 64)}
 	b, _ := json.Marshal(m)
 	if _, err := ParseManifest(b); !errors.Is(err, ErrManifest) {
 		t.Errorf("wrong content hash: ParseManifest = %v, want ErrManifest", err)

@@ -12,17 +12,28 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"pdq/publish/store"
 	"pdq/publish/zipnn"
 )
 
-// pullState is the folder in the target directory where Pull keeps unfinished downloads:
-// obj/KEY (the object being fetched), obj/KEY.parts (the ranges already written) and raw/PATH
-// (a file being decompressed). Files reach their final names only once verified.
+// pullState is the folder in the target directory where Pull keeps unfinished downloads, under
+// names no published path can take (ValidPath refuses the folder, and the names inside are
+// hashes): obj/H (the object with key hash H being fetched), obj/H.parts (the ranges of it already
+// written) and raw/H (a file, path hash H, being decompressed). Files reach their final names
+// only once verified.
 const pullState = ".pdq-pull"
+
+// stateName returns the name in pull's state folder of a key or path.
+func stateName(dir, name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return pullState + "/" + dir + "/" + hex.EncodeToString(sum[:])
+}
 
 // PullOptions tune Pull.
 type PullOptions struct {
@@ -117,8 +128,19 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	p.progress.AddTotal(total)
 
 	res := &PullResult{URL: st.String(), Dir: dir, Files: make([]PullFile, len(m.Files)), Manifest: m}
+	// Every file in the way is found before anything is downloaded.
+	present := make([]bool, len(m.Files))
+	if err := p.checkTargets(ctx, m.Files, present, opts.Parallel); err != nil {
+		return nil, err
+	}
 	err = forEach(ctx, len(m.Files), opts.Parallel, func(ctx context.Context, i int) error {
-		r, err := p.pullFile(ctx, m.Files[i])
+		f := m.Files[i]
+		if present[i] {
+			p.progress.Add(f.StoredSize)
+			res.Files[i] = PullFile{Path: f.Path, Size: f.Size, StoredSize: f.StoredSize, Compression: f.Compression, Action: "present"}
+			return nil
+		}
+		r, err := p.pullFile(ctx, f)
 		res.Files[i] = r
 		return err
 	})
@@ -144,7 +166,7 @@ func prepareState(root *os.Root, manifest []byte) error {
 	sum := sha256.Sum256(manifest)
 	id := hex.EncodeToString(sum[:])
 	idFile := pullState + "/manifest.sha256"
-	if b, err := root.ReadFile(idFile); err == nil && strings.TrimSpace(string(b)) != id {
+	if b, err := readOwn(root, idFile, 1<<10); err != nil || strings.TrimSpace(string(b)) != id {
 		if err := root.RemoveAll(pullState); err != nil {
 			return fmt.Errorf("publish: clear %s: %w", pullState, err)
 		}
@@ -152,55 +174,127 @@ func prepareState(root *os.Root, manifest []byte) error {
 	if err := root.MkdirAll(pullState, 0o755); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
-	if err := root.WriteFile(idFile, []byte(id+"\n"), 0o644); err != nil {
+	f, err := createFresh(root, idFile, os.O_WRONLY)
+	if err == nil {
+		_, err = f.WriteString(id + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
 	return nil
 }
 
-func (p *puller) pullFile(ctx context.Context, f File) (PullFile, error) {
-	r := PullFile{Path: f.Path, Size: f.Size, StoredSize: f.StoredSize, Compression: f.Compression}
-	if fi, err := p.root.Stat(f.Path); err == nil {
-		if fi.Mode().IsRegular() && fi.Size() == f.Size {
-			sha, err := p.hash(ctx, f.Path)
-			if err != nil {
-				return r, err
-			}
-			if sha == f.SHA256 {
-				p.progress.Add(f.StoredSize)
-				r.Action = "present"
-				return r, nil
+// checkTargets looks at the final name of every file before anything is downloaded: a file
+// with the published bytes is marked present; anything else in the way (another file, a
+// directory, a file where a directory is needed, a FIFO) is a conflict, all of them reported.
+func (p *puller) checkTargets(ctx context.Context, files []File, present []bool, parallel int) error {
+	var (
+		mu        sync.Mutex
+		conflicts []string
+	)
+	err := forEach(ctx, len(files), parallel, func(ctx context.Context, i int) error {
+		f := files[i]
+		ok, err := p.isPresent(ctx, f)
+		if errors.Is(err, ErrConflict) {
+			mu.Lock()
+			conflicts = append(conflicts, quote(f.Path))
+			mu.Unlock()
+			return nil
+		}
+		present[i] = ok
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(conflicts) > 0 {
+		sort.Strings(conflicts)
+		more := ""
+		if len(conflicts) > 5 {
+			more = fmt.Sprintf(" and %d more", len(conflicts)-5)
+			conflicts = conflicts[:5]
+		}
+		return fmt.Errorf("%w: in %s, %s%s already exist and are not the published files; move them away or pull into another directory (nothing was downloaded)",
+			ErrConflict, quote(p.root.Name()), strings.Join(conflicts, ", "), more)
+	}
+	return nil
+}
+
+// isPresent says whether the final name of f holds the published bytes already; an error
+// wrapping ErrConflict means something else is there.
+func (p *puller) isPresent(ctx context.Context, f File) (bool, error) {
+	fi, err := p.root.Stat(f.Path) // a link to the right bytes (inside DIR) will do
+	if errors.Is(err, fs.ErrNotExist) {
+		// A file where a parent directory must go is a conflict too.
+		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+			if di, err := p.root.Stat(d); err == nil && !di.IsDir() {
+				return false, ErrConflict
 			}
 		}
-		return r, fmt.Errorf("%w: %s already exists and is not the published file; move it away or pull into another directory", ErrConflict, path.Join(p.root.Name(), f.Path))
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return r, fmt.Errorf("publish: %w", err)
+		return false, nil
 	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return false, ErrConflict
+	}
+	if err != nil {
+		return false, fmt.Errorf("publish: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != f.Size {
+		return false, ErrConflict
+	}
+	file, err := p.root.OpenFile(f.Path, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return false, ErrConflict
+	}
+	defer file.Close()
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false, ErrConflict
+	}
+	sha, err := hashReader(ctx, io.NewSectionReader(file, 0, f.Size))
+	if err != nil {
+		return false, fmt.Errorf("publish: hash %s: %w", quote(f.Path), err)
+	}
+	if sha != f.SHA256 {
+		return false, ErrConflict
+	}
+	return true, nil
+}
 
-	obj := pullState + "/obj/" + f.Key
+func (p *puller) pullFile(ctx context.Context, f File) (PullFile, error) {
+	r := PullFile{Path: f.Path, Size: f.Size, StoredSize: f.StoredSize, Compression: f.Compression}
+	obj := stateName("obj", f.Key)
 	want := f.storedSHA256()
+	var out *os.File
 	for attempt := 0; ; attempt++ {
-		fetched, reused, n, err := p.download(ctx, f, obj)
+		o, fetched, reused, n, err := p.download(ctx, f, obj)
 		if err != nil {
 			return r, err
 		}
 		r.RangesFetched += fetched
 		r.RangesReused += reused
 		r.BytesRetrieved += n
-		sha, err := p.hash(ctx, obj)
+		// The hash is of the open file, the one renamed into place below.
+		sha, err := hashReader(ctx, io.NewSectionReader(o, 0, f.StoredSize))
 		if err != nil {
-			return r, err
+			o.Close()
+			return r, fmt.Errorf("publish: hash %s: %w", quote(f.Key), err)
 		}
 		if sha == want {
+			out = o
 			break
 		}
+		o.Close()
 		p.root.Remove(obj)
 		p.root.Remove(obj + ".parts")
 		if reused == 0 || attempt > 0 {
-			return r, fmt.Errorf("%w: %s/%s has sha256 %s, the manifest says %s", ErrCorrupt, p.st, f.Key, sha, want)
+			return r, fmt.Errorf("%w: %s/%s has sha256 %s, the manifest says %s", ErrCorrupt, p.st, quote(f.Key), sha, want)
 		}
 		p.log.Warn("resumed download does not verify; fetching again", "key", f.Key)
 	}
+	defer out.Close()
 	r.Action = "downloaded"
 	if r.RangesReused > 0 {
 		r.Action = "resumed"
@@ -208,15 +302,27 @@ func (p *puller) pullFile(ctx context.Context, f File) (PullFile, error) {
 	if err := p.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
 		return r, fmt.Errorf("publish: %w", err)
 	}
-	final := obj
+	final, verified := obj, out
 	if f.Compression == CompressionZipNN {
-		final = pullState + "/raw/" + f.Path
-		if err := p.decompress(ctx, f, obj, final); err != nil {
+		final = stateName("raw", f.Path)
+		raw, err := p.decompress(ctx, f, out, final)
+		if err != nil {
 			return r, err
 		}
+		defer raw.Close()
+		verified = raw
 	}
 	if err := p.root.Rename(final, f.Path); err != nil {
 		return r, fmt.Errorf("publish: %w", err)
+	}
+	// What now has the final name must be the file whose bytes were hashed.
+	vi, err := verified.Stat()
+	if err != nil {
+		return r, fmt.Errorf("publish: %w", err)
+	}
+	if fi, err := p.root.Lstat(f.Path); err != nil || !os.SameFile(vi, fi) {
+		p.root.Remove(f.Path)
+		return r, fmt.Errorf("%w: %s changed while it was put in place", ErrCorrupt, quote(f.Path))
 	}
 	if err := syncRootDir(p.root, path.Dir(f.Path)); err != nil {
 		return r, err
@@ -226,53 +332,53 @@ func (p *puller) pullFile(ctx context.Context, f File) (PullFile, error) {
 	return r, nil
 }
 
-// hash returns the SHA-256 of a file under the root.
-func (p *puller) hash(ctx context.Context, name string) (string, error) {
-	f, err := p.root.Open(name)
-	if err != nil {
-		return "", fmt.Errorf("publish: %w", err)
-	}
-	defer f.Close()
+// hashReader returns the SHA-256 of what r yields.
+func hashReader(ctx context.Context, r io.Reader) (string, error) {
 	h := sha256.New()
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
-	if _, err := io.CopyBuffer(h, ctxReader{ctx, f}, *bp); err != nil {
-		return "", fmt.Errorf("publish: hash %s: %w", name, err)
+	if _, err := io.CopyBuffer(h, ctxReader{ctx, r}, *bp); err != nil {
+		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// decompress restores the original bytes of the container obj into final, checking size and SHA-256.
-func (p *puller) decompress(ctx context.Context, f File, obj, final string) error {
+// decompress restores the original bytes of the verified container obj into a fresh file
+// final, checking size and SHA-256; it returns that file, open. The container must promise exactly
+// the manifest's size, so a container cannot make pull write more than that.
+func (p *puller) decompress(ctx context.Context, f File, obj *os.File, final string) (*os.File, error) {
 	if err := p.root.MkdirAll(path.Dir(final), 0o755); err != nil {
-		return fmt.Errorf("publish: %w", err)
+		return nil, fmt.Errorf("publish: %w", err)
 	}
-	in, err := p.root.Open(obj)
+	out, err := createFresh(p.root, final, os.O_RDWR)
 	if err != nil {
-		return fmt.Errorf("publish: %w", err)
+		return nil, fmt.Errorf("publish: %w", err)
 	}
-	defer in.Close()
-	out, err := p.root.OpenFile(final, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("publish: %w", err)
+	fail := func(err error) (*os.File, error) {
+		out.Close()
+		p.root.Remove(final)
+		return nil, err
 	}
-	defer out.Close()
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(out, h), 1<<20)
-	n, err := zipnn.Decompress(ctx, bw, bufio.NewReaderSize(in, 1<<20), zipnn.Options{})
+	in := bufio.NewReaderSize(io.NewSectionReader(obj, 0, f.StoredSize), 1<<20)
+	n, err := zipnn.Decompress(ctx, bw, in, zipnn.Options{CheckSize: true, Size: f.Size})
 	if err == nil {
 		err = bw.Flush()
 	}
+	if err != nil && ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Key, err)
+		return fail(fmt.Errorf("%w: %s: %v", ErrCorrupt, quote(f.Key), err))
 	}
 	if sha := hex.EncodeToString(h.Sum(nil)); n != f.Size || sha != f.SHA256 {
-		return fmt.Errorf("%w: %s decompresses to %d bytes with sha256 %s; the manifest says %d and %s", ErrCorrupt, f.Key, n, sha, f.Size, f.SHA256)
+		return fail(fmt.Errorf("%w: %s decompresses to %d bytes with sha256 %s; the manifest says %d and %s", ErrCorrupt, quote(f.Key), n, sha, f.Size, f.SHA256))
 	}
 	if err := out.Sync(); err != nil {
-		return fmt.Errorf("publish: %w", err)
+		return fail(fmt.Errorf("publish: %w", err))
 	}
-	return out.Close()
+	return out, nil
 }
 
 func syncRootDir(root *os.Root, dir string) error {

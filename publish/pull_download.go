@@ -12,34 +12,60 @@ import (
 )
 
 // download fetches the object of f into obj, range by range, skipping the ranges that the
-// .parts log of an earlier run lists. It returns ranges fetched, ranges reused and bytes fetched.
-func (p *puller) download(ctx context.Context, f File, obj string) (int, int, int64, error) {
+// .parts log of an earlier run lists, and returns the file, open, with the ranges fetched, ranges
+// reused and bytes fetched. The files of an earlier run are used only if they are pull's own
+// (openOwn); otherwise both are made afresh.
+func (p *puller) download(ctx context.Context, f File, obj string) (*os.File, int, int, int64, error) {
 	if err := p.root.MkdirAll(path.Dir(obj), 0o755); err != nil {
-		return 0, 0, 0, fmt.Errorf("publish: %w", err)
+		return nil, 0, 0, 0, fmt.Errorf("publish: %w", err)
 	}
-	logName := obj + ".parts"
-	done := p.readPartsLog(logName)
-	out, err := p.root.OpenFile(obj, os.O_RDWR|os.O_CREATE, 0o644)
+	out, logf, done, err := p.openState(obj, obj+".parts")
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("publish: %w", err)
+		return nil, 0, 0, 0, fmt.Errorf("publish: %w", err)
 	}
-	defer out.Close()
+	defer logf.Close()
+	fetched, reused, n, err := p.fetchAll(ctx, f, out, logf, done)
+	if err != nil {
+		out.Close()
+		return nil, fetched, reused, n, err
+	}
+	return out, fetched, reused, n, nil
+}
+
+// openState opens the working object and its parts log of an earlier run when both are pull's
+// own and the log is for this part size, or creates both anew (done is then nil).
+func (p *puller) openState(obj, logName string) (out, logf *os.File, done map[int]bool, err error) {
+	header := "partsize " + strconv.FormatInt(p.partSize, 10) + "\n"
+	if logf, err = openOwn(p.root, logName, os.O_RDWR|os.O_APPEND); err == nil {
+		b, rerr := io.ReadAll(io.LimitReader(logf, 16<<20))
+		if rerr == nil && strings.HasPrefix(string(b), header) {
+			if out, err = openOwn(p.root, obj, os.O_RDWR); err == nil {
+				return out, logf, parseParts(string(b[len(header):])), nil
+			}
+		}
+		logf.Close()
+	}
+	if out, err = createFresh(p.root, obj, os.O_RDWR); err != nil {
+		return nil, nil, nil, err
+	}
+	if logf, err = createFresh(p.root, logName, os.O_WRONLY|os.O_APPEND); err == nil {
+		_, err = logf.WriteString(header)
+	}
+	if err != nil {
+		out.Close()
+		if logf != nil {
+			logf.Close()
+		}
+		return nil, nil, nil, err
+	}
+	return out, logf, nil, nil
+}
+
+// fetchAll writes the ranges of f not in done into out, logging each finished range in logf.
+func (p *puller) fetchAll(ctx context.Context, f File, out, logf *os.File, done map[int]bool) (int, int, int64, error) {
 	if err := out.Truncate(f.StoredSize); err != nil {
 		return 0, 0, 0, fmt.Errorf("publish: %w", err)
 	}
-	flag := os.O_WRONLY | os.O_APPEND
-	if done == nil {
-		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	logf, err := p.root.OpenFile(logName, flag, 0o644)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("publish: %w", err)
-	}
-	defer logf.Close()
-	if done == nil {
-		fmt.Fprintf(logf, "partsize %d\n", p.partSize)
-	}
-
 	if f.StoredSize == 0 { // still ask, so that a missing object is noticed
 		rc, err := p.st.GetRange(ctx, f.Key, 0, 0)
 		if err != nil {
@@ -140,18 +166,10 @@ func (pw *progressWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// readPartsLog returns the ranges an earlier run finished, or nil when there is no usable log.
-func (p *puller) readPartsLog(name string) map[int]bool {
-	b, err := p.root.ReadFile(name)
-	if err != nil {
-		return nil
-	}
-	lines := strings.Split(string(b), "\n")
-	if lines[0] != "partsize "+strconv.FormatInt(p.partSize, 10) {
-		return nil
-	}
+// parseParts reads the range numbers of a parts log (after its header line).
+func parseParts(log string) map[int]bool {
 	done := map[int]bool{}
-	for _, l := range lines[1:] {
+	for l := range strings.SplitSeq(log, "\n") {
 		if i, err := strconv.Atoi(l); err == nil && i >= 0 {
 			done[i] = true
 		}

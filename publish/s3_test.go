@@ -85,8 +85,8 @@ func TestS3PublishPullRoundTrip(t *testing.T) {
 	if parts <= len(res.Files) {
 		t.Fatalf("%d requests for %d files: nothing went up in parts", parts, len(res.Files))
 	}
-	// The objects are the files themselves, under their paths.
-	b, err := os.ReadFile(e.objectPath("config.json"))
+	// The objects are the files themselves, under their paths in the content's folder.
+	b, err := os.ReadFile(e.objectPath(keyIn(t, src, "config.json", false)))
 	if err != nil || string(b) != `{"model_type": "test"}`+"\n" {
 		t.Fatalf("config.json on the server: %q, %v", b, err)
 	}
@@ -119,6 +119,7 @@ func TestS3KillResume(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(src, "config.json"), []byte("{}\n"), 0o644)
 	const totalParts, killAfter = 8, 3
+	bigKey := keyIn(t, src, "big.safetensors", false)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "PDQ_PUBLISH_HELPER=1", "PDQ_BUCKET="+e.bucket, "PDQ_PREFIX="+e.prefix,
@@ -135,7 +136,7 @@ func TestS3KillResume(t *testing.T) {
 	sc := bufio.NewScanner(out)
 	seen := 0
 	for seen < killAfter && sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "part big.safetensors ") {
+		if strings.HasPrefix(sc.Text(), "part "+bigKey+" ") {
 			seen++
 		}
 	}
@@ -147,7 +148,7 @@ func TestS3KillResume(t *testing.T) {
 	if _, _, err := ReadManifest(context.Background(), e.st); !errors.Is(err, ErrNotPublished) {
 		t.Fatalf("killed publish left a manifest: %v", err)
 	}
-	ups, err := e.st.ListUploads(context.Background(), "big.safetensors")
+	ups, err := e.st.ListUploads(context.Background(), bigKey)
 	if err != nil || len(ups) != 1 {
 		t.Fatalf("uploads in progress after the kill: %v, %v", ups, err)
 	}
@@ -167,7 +168,7 @@ func TestS3KillResume(t *testing.T) {
 	if f.Action != "resumed" || f.PartsReused < killAfter || f.PartsSent+f.PartsReused != totalParts || h.partsSent != f.PartsSent {
 		t.Fatalf("rerun: %+v, %d parts uploaded", f, h.partsSent)
 	}
-	if ups, _ := e.st.ListUploads(context.Background(), "big.safetensors"); len(ups) != 0 {
+	if ups, _ := e.st.ListUploads(context.Background(), bigKey); len(ups) != 0 {
 		t.Fatalf("uploads left after completion: %v", ups)
 	}
 	outDir := t.TempDir()
@@ -186,7 +187,7 @@ func TestS3CorruptionDetected(t *testing.T) {
 	}
 	ctx := context.Background()
 	// Bytes damaged in place on the server: the store's metadata cannot see it, reading can.
-	flipByte(t, e.objectPath("model-00001-of-00002.safetensors"), 3<<20)
+	flipByte(t, e.objectPath(keyIn(t, src, "model-00001-of-00002.safetensors", false)), 3<<20)
 	if res, err := Verify(ctx, e.st, VerifyOptions{}); err != nil {
 		t.Logf("quick verify noticed the damage too: %+v", res)
 	}
@@ -199,7 +200,7 @@ func TestS3CorruptionDetected(t *testing.T) {
 		t.Fatalf("Pull = %v, want ErrCorrupt", err)
 	}
 	// An object replaced behind our back (another client, no metadata): the quick check sees it.
-	if err := e.st.Put(ctx, "config.json", strings.NewReader(`{"model_type": "evil"}`+"\n"), 23, store.PutOptions{}); err != nil {
+	if err := e.st.Put(ctx, keyIn(t, src, "config.json", false), strings.NewReader(`{"model_type": "evil"}`+"\n"), 23, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err = Verify(ctx, e.st, VerifyOptions{})

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"pdq/publish/store"
+
+	"pdq/safetensors"
 )
 
 // Progress receives byte counts as work is done; implementations must be safe for concurrent use.
@@ -64,7 +66,7 @@ func (u *uploader) release() { <-u.sem }
 
 // upload stores the local file (described by s) under key with metadata md.
 func (u *uploader) upload(ctx context.Context, key, local string, s sums, md map[string]string) (sendStats, error) {
-	f, err := os.Open(local)
+	f, err := safetensors.OpenRegular(local)
 	if err != nil {
 		return sendStats{}, fmt.Errorf("publish: %w", err)
 	}

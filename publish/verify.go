@@ -155,7 +155,7 @@ func deepCheck(ctx context.Context, st store.Store, f File, p Progress) (string,
 	rawSHA := ""
 	if f.Compression == CompressionZipNN {
 		raw := sha256.New()
-		n, err = zipnn.Decompress(ctx, raw, body, zipnn.Options{})
+		n, err = zipnn.Decompress(ctx, raw, body, zipnn.Options{CheckSize: true, Size: f.Size})
 		if err != nil && ctx.Err() == nil && !errors.Is(err, zipnn.ErrFormat) && !errors.Is(err, zipnn.ErrChecksum) {
 			return "", err
 		}

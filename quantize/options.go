@@ -45,10 +45,10 @@ func (o Int4Options) Validate(cols int) error {
 	default:
 		return fmt.Errorf("quantize: INT4 group size %d (want 32, 64, 128 or 0 for per channel): %w", o.GroupSize, ErrInvalidOptions)
 	}
-	switch o.Method {
-	case "", MethodMSE, MethodRTN:
-	default:
-		return fmt.Errorf("quantize: INT4 method %q (want %q or %q): %w", o.Method, MethodRTN, MethodMSE, ErrInvalidOptions)
+	if o.Method != "" {
+		if err := o.Method.Check(); err != nil {
+			return err
+		}
 	}
 	if o.SignedScales && o.Method == MethodRTN {
 		return fmt.Errorf("quantize: signed scales need the %q search: %w", MethodMSE, ErrInvalidOptions)
@@ -80,4 +80,13 @@ func (o Int4Options) backend() kernels.Backend {
 		return kernels.CPU{}
 	}
 	return o.Backend
+}
+
+// Check reports whether m names a scale search (ErrInvalidOptions if not).
+func (m Method) Check() error {
+	switch m {
+	case MethodMSE, MethodRTN:
+		return nil
+	}
+	return fmt.Errorf("quantize: INT4 method %q (want %q or %q): %w", m, MethodRTN, MethodMSE, ErrInvalidOptions)
 }

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"pdq/internal/par"
 )
 
 // Shard is one safetensors file of a checkpoint, with its parsed header.
@@ -136,37 +139,26 @@ func listShards(dir string) ([]string, error) {
 // is that of the first failing shard in name order, whatever the timing.
 func openShards(dir string, names []string) ([]*Shard, error) {
 	shards := make([]*Shard, len(names))
-	errs := make([]error, len(names))
-	workers := min(len(names), max(4, 2*runtime.GOMAXPROCS(0)), 32)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				shards[i], errs[i] = openShard(filepath.Join(dir, names[i]))
-			}
-		}()
-	}
-	for i := range names {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	workers := min(max(4, 2*runtime.GOMAXPROCS(0)), 32) // header reads wait on the disk, not the CPU
+	err := par.ForEach(context.Background(), len(names), workers, func(i int) error {
+		var err error
+		shards[i], err = openShard(filepath.Join(dir, names[i]))
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return shards, nil
 }
 
 // openShard stats a shard and parses its header.
 func openShard(path string) (*Shard, error) {
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("safetensors: %s: %w", path, ErrMissingShard)
+	}
+	if errors.Is(err, ErrNotRegular) {
+		return nil, fmt.Errorf("safetensors: %w: %w", err, ErrMissingShard)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
@@ -175,9 +167,6 @@ func openShard(path string) (*Shard, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("safetensors: %s: %w: not a regular file", path, ErrMissingShard)
 	}
 	h, err := parseHeader(f, st.Size(), path)
 	if err != nil {

@@ -73,10 +73,10 @@ func parseHeader(r io.ReaderAt, size int64, file string) (*Header, error) {
 	}
 	n := binary.LittleEndian.Uint64(prefix[:])
 	if n > MaxHeaderSize {
-		return nil, headerErr(file, "", ErrHeaderTooLarge, fmt.Sprintf("%d bytes, limit %d", n, MaxHeaderSize))
+		return nil, headerErr(file, "", notSafetensors(prefix[:], ErrHeaderTooLarge), fmt.Sprintf("%d bytes, limit %d", n, MaxHeaderSize))
 	}
 	if int64(n) > size-8 {
-		return nil, headerErr(file, "", ErrInvalidHeaderLength,
+		return nil, headerErr(file, "", notSafetensors(prefix[:], ErrInvalidHeaderLength),
 			fmt.Sprintf("header of %d bytes in a file of %d bytes", n, size))
 	}
 	js := make([]byte, n)

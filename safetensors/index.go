@@ -3,14 +3,11 @@ package safetensors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"unicode/utf8"
 )
-
-// maxIndexSize bounds the index file read into memory (a 120,000-tensor index is about 12 MB).
-const maxIndexSize = 1 << 30
 
 // index is a parsed model.safetensors.index.json.
 type index struct {
@@ -24,19 +21,12 @@ type index struct {
 // each a plain file name, and an optional "metadata" object. Other keys are ignored; repeated keys
 // are refused.
 func readIndex(path string) (*index, error) {
-	st, err := os.Stat(path)
+	data, err := ReadRegularFile(path, MaxIndexSize)
+	if errors.Is(err, ErrFileTooLarge) {
+		return nil, fmt.Errorf("safetensors: %w (%w)", err, ErrInvalidIndex)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	if st.Size() > maxIndexSize {
-		return nil, fmt.Errorf("safetensors: %s: %w: over %d bytes", path, ErrInvalidIndex, maxIndexSize)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	if len(data) > maxIndexSize {
-		return nil, fmt.Errorf("safetensors: %s: %w: over %d bytes", path, ErrInvalidIndex, maxIndexSize)
 	}
 	ix, err := decodeIndex(data)
 	if err != nil {

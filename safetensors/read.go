@@ -60,7 +60,7 @@ func (c *Checkpoint) file(t *Tensor) (*os.File, error) {
 	if !slices.Contains(c.Shards, s) {
 		return nil, fmt.Errorf("safetensors: tensor %q: shard %s is not part of this checkpoint", t.Name, s.Path)
 	}
-	f, err := os.Open(s.Path)
+	f, err := OpenRegular(s.Path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

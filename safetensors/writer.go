@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"pdq/internal/fsutil"
 )
 
 // Writer writes one safetensors file whose Layout was computed up front. Tensors may be written in
@@ -40,8 +42,13 @@ func Create(path string, layout *Layout) (*Writer, error) {
 	if err := checkLayout(layout); err != nil {
 		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
 	}
-	temp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
-	f, err := os.OpenFile(temp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	temp := fsutil.PartialName(path)
+	// Created fresh: whatever lies under the temporary name (a crashed run's file, or a link
+	// planted there) is removed, never written through.
+	if err := os.Remove(temp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	f, err := os.OpenFile(temp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

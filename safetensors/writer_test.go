@@ -428,3 +428,34 @@ func TestConcurrentWriteTensorAt(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterPlantedLink: a hard link planted under the writer's temporary name is replaced,
+// not written through.
+func TestWriterPlantedLink(t *testing.T) {
+	dir := t.TempDir()
+	plans, err := PlanShards([]TensorSpec{{Name: "x", DType: U8, Shape: []int64{4}}}, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, plans[0].FileName)
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, filepath.Join(dir, "."+plans[0].FileName+".partial")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Create(path, plans[0].Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTensor("x", []byte{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+		t.Fatalf("the planted link's target was written: %q", b)
+	}
+}

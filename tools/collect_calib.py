@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Collect calibration statistics for pdq (format: docs/CALIBRATION.md).
 
-Registers forward hooks on the Linear modules of a model whose names match --targets, runs
-token sequences through it and writes, per module M (names as in the checkpoint):
+Registers forward hooks on the Linear modules of a model whose names match --targets (and wraps
+the forward of fused expert modules, which hold all experts of a layer as 3-D parameters, to
+see each expert's routed tokens), runs token sequences through it and writes, per module M
+(names as in the checkpoint, NAME.E.gate_proj/up_proj/down_proj for fused experts):
 
   M.input_sq_mean   F32 [K]     E[x_j^2] over the tokens M saw
   M.input_abs_mean  F32 [K]     E[|x_j|]
@@ -38,15 +40,40 @@ SIBLINGS = (("gate_proj", "up_proj"), ("w1", "w3"))
 
 
 class Collector:
-    """Streaming per-module input statistics gathered by forward hooks."""
+    """Streaming per-module input statistics gathered by forward hooks.
+
+    Two kinds of modules are tracked: torch.nn.Linear modules (a forward pre-hook sees their
+    input), and fused expert modules that hold all experts of a layer as 3-D parameters
+    (transformers' MixtralExperts, Qwen3MoeExperts, DeepseekV3NaiveMoe, ...: gate_up_proj
+    [E, 2I, H] or gate_proj/up_proj [E, I, H], and down_proj [E, H, I], called as
+    forward(hidden_states, top_k_index, top_k_weights)). For the latter the module's forward is
+    wrapped: for each expert e, the tokens routed to it give the input of
+    NAME.e.gate_proj/up_proj, and act(x·gateᵀ)·(x·upᵀ) that of NAME.e.down_proj, recorded under
+    the checkpoint's per-expert names; the module's own forward then computes the output."""
 
     def __init__(self, model, targets=DEFAULT_TARGETS, hessian=None, hessian_dtype=torch.float32,
                  share_gate_up=True):
         self.stats = {}
         self.handles = []
+        self.fused = []  # (module, its original instance forward or None)
         tre = re.compile(targets)
-        hre = re.compile(hessian) if hessian else None
-        names = {n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and tre.search(n)}
+        self.hre = re.compile(hessian) if hessian else None
+        self.hessian_dtype = hessian_dtype
+        linear = {n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and tre.search(n)}
+        fused = {}
+        for n, m in model.named_modules():
+            layout = fused_layout(m)
+            if layout is None:
+                continue
+            names = {}
+            for e in range(layout["experts"]):
+                for proj in ("gate_proj", "up_proj", "down_proj"):
+                    full = f"{n}.{e}.{proj}"
+                    if tre.search(full):
+                        names[(e, proj)] = full
+            if names:
+                fused[n] = (m, layout, names)
+        names = linear | {full for _, _, nm in fused.values() for full in nm.values()}
         self.skipped = set()
         if share_gate_up:
             for n in names:
@@ -55,38 +82,73 @@ class Collector:
                     if leaf == b and parent + "." + a in names:
                         self.skipped.add(n)
         for name, mod in model.named_modules():
-            if name not in names or name in self.skipped:
+            if name not in linear or name in self.skipped:
                 continue
-            k = mod.in_features
-            dev = mod.weight.device
-            st = {"n": 0,
-                  "sq": torch.zeros(k, dtype=torch.float64, device=dev),
-                  "abs": torch.zeros(k, dtype=torch.float64, device=dev)}
-            if hre is not None and hre.search(name):
-                st["h"] = torch.zeros(k, k, dtype=hessian_dtype, device=dev)
-            self.stats[name] = st
+            st = self._new(name, mod.in_features, mod.weight.device)
             self.handles.append(mod.register_forward_pre_hook(self._hook(st)))
+        for n, (mod, layout, nm) in fused.items():
+            dev = layout["down"].device
+            per = {}
+            for (e, proj), full in nm.items():
+                k = layout["inter"] if proj == "down_proj" else layout["hidden"]
+                if full in self.skipped:
+                    continue
+                per[(e, proj)] = self._new(full, k, dev)
+            if any(p == "down_proj" for _, p in per) and not hasattr(mod, "act_fn"):
+                raise SystemExit(f"collect_calib: {n}: fused experts without act_fn: the down_proj inputs cannot be formed")
+            self._wrap(mod, layout, per)
+
+    def _new(self, name, k, dev):
+        st = {"n": 0,
+              "sq": torch.zeros(k, dtype=torch.float64, device=dev),
+              "abs": torch.zeros(k, dtype=torch.float64, device=dev)}
+        if self.hre is not None and self.hre.search(name):
+            st["h"] = torch.zeros(k, k, dtype=self.hessian_dtype, device=dev)
+        self.stats[name] = st
+        return st
 
     @staticmethod
     def _hook(st):
         def hook(_mod, args):
-            x = args[0].detach()
-            x = x.reshape(-1, x.shape[-1]).to(st["sq"].device)  # device_map may place inputs elsewhere
-            if x.shape[0] == 0:
-                return
-            x64 = x.to(torch.float64)
-            st["n"] += x.shape[0]
-            st["sq"] += (x64 * x64).sum(0)
-            st["abs"] += x64.abs().sum(0)
-            if "h" in st:
-                xh = x.to(st["h"].dtype)
-                st["h"].addmm_(xh.t(), xh)
+            accumulate(st, args[0])
         return hook
+
+    def _wrap(self, mod, layout, per):
+        orig = mod.__dict__.get("forward")
+        forward = mod.forward
+
+        def wrapped(hidden_states, top_k_index, top_k_weights, *args, **kwargs):
+            with torch.no_grad():
+                x = hidden_states.reshape(-1, hidden_states.shape[-1])
+                idx = top_k_index.reshape(x.shape[0], -1)
+                for e in range(layout["experts"]):
+                    gate, up, down = per.get((e, "gate_proj")), per.get((e, "up_proj")), per.get((e, "down_proj"))
+                    if gate is None and up is None and down is None:
+                        continue
+                    tok = (idx == e).any(dim=-1).nonzero(as_tuple=True)[0]
+                    if tok.numel() == 0:
+                        continue
+                    xe = x[tok]
+                    for st in (gate, up):
+                        if st is not None:
+                            accumulate(st, xe)
+                    if down is not None:
+                        accumulate(down, expert_intermediate(mod, layout, e, xe))
+            return forward(hidden_states, top_k_index, top_k_weights, *args, **kwargs)
+
+        mod.forward = wrapped
+        self.fused.append((mod, orig))
 
     def remove(self):
         for h in self.handles:
             h.remove()
         self.handles = []
+        for mod, orig in self.fused:
+            if orig is None:
+                del mod.forward
+            else:
+                mod.forward = orig
+        self.fused = []
 
     def tensors(self):
         """Returns {name: (dtype, shape, bytes)} of the statistics file."""
@@ -105,6 +167,71 @@ class Collector:
                 h = ((h + h.t()) / 2).to(torch.float32).cpu()
                 out[name + ".hessian"] = ("F32", [k, k], _f32_bytes(h))
         return out
+
+
+def accumulate(st, x):
+    """Adds the rows of x (any shape [..., K]) to the statistics st."""
+    x = x.detach()
+    x = x.reshape(-1, x.shape[-1]).to(st["sq"].device)  # device_map may place inputs elsewhere
+    if x.shape[0] == 0:
+        return
+    x64 = x.to(torch.float64)
+    st["n"] += x.shape[0]
+    st["sq"] += (x64 * x64).sum(0)
+    st["abs"] += x64.abs().sum(0)
+    if "h" in st:
+        xh = x.to(st["h"].dtype)
+        st["h"].addmm_(xh.t(), xh)
+
+
+def fused_layout(m):
+    """Describes a module holding all experts as 3-D parameters, or returns None: the experts
+    count E, hidden size H, intermediate size I, and the gate/up/down weights as [E, out, in]
+    views (a layout stored as [E, in, out], as some implementations do, is transposed; when both
+    readings fit, the one transformers uses, [E, out, in], is taken)."""
+    if isinstance(m, torch.nn.Linear):
+        return None
+    params = dict(m.named_parameters(recurse=False))
+    down = params.get("down_proj")
+    gate_up = params.get("gate_up_proj")
+    gate, up = params.get("gate_proj"), params.get("up_proj")
+    if down is None or down.dim() != 3 or (gate_up is None and (gate is None or up is None)):
+        return None
+    e = down.shape[0]
+    if gate_up is not None:
+        if gate_up.dim() != 3 or gate_up.shape[0] != e:
+            return None
+        if gate_up.shape[1] == 2 * down.shape[2] and gate_up.shape[2] == down.shape[1]:
+            gu = gate_up  # [E, 2I, H]
+        elif gate_up.shape[2] == 2 * down.shape[1] and gate_up.shape[1] == down.shape[2]:
+            gu, down = gate_up.transpose(1, 2), down.transpose(1, 2)  # stored [E, H, 2I], [E, I, H]
+        else:
+            return None
+        inter = gu.shape[1] // 2
+        g, u = gu[:, :inter], gu[:, inter:]
+    else:
+        if gate.dim() != 3 or up.shape != gate.shape or gate.shape[0] != e:
+            return None
+        g, u = gate, up
+        if g.shape[1:] != down.shape[1:][::-1]:
+            return None
+    return {"experts": e, "hidden": g.shape[2], "inter": g.shape[1], "gate": g, "up": u, "down": down,
+            "gate_bias": _fused_bias(params, "gate_up_proj_bias", "gate_proj_bias", g.shape[1], True),
+            "up_bias": _fused_bias(params, "gate_up_proj_bias", "up_proj_bias", g.shape[1], False)}
+
+
+def _fused_bias(params, fused_name, name, inter, first):
+    b = params.get(fused_name)
+    if b is not None:
+        return b[:, :inter] if first else b[:, inter:]
+    return params.get(name)
+
+
+def expert_intermediate(mod, layout, e, x):
+    """act(x·gate_eᵀ + b)·(x·up_eᵀ + b): the input of expert e's down projection."""
+    g = torch.nn.functional.linear(x, layout["gate"][e], None if layout["gate_bias"] is None else layout["gate_bias"][e])
+    u = torch.nn.functional.linear(x, layout["up"][e], None if layout["up_bias"] is None else layout["up_bias"][e])
+    return mod.act_fn(g) * u
 
 
 def _f32_bytes(t):
@@ -229,7 +356,7 @@ def main(argv=None):
     model, tok = load_model(args)
     col = Collector(model, args.targets, args.hessian, getattr(torch, args.hessian_dtype), not args.no_share_gate_up)
     if not col.stats:
-        raise SystemExit(f"collect_calib: no Linear module matches --targets {args.targets!r}")
+        raise SystemExit(f"collect_calib: no Linear module or fused expert matches --targets {args.targets!r}")
     dev = args.device or next(model.parameters()).device
     total = 0
     batch = []

@@ -1,8 +1,10 @@
 package tools_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,4 +154,148 @@ func TestCollectAndConvert(t *testing.T) {
 			t.Errorf("%s: method %q, weighted SQNR %v", r.Module, r.CalibMethod, r.WeightedSQNR)
 		}
 	}
+}
+
+// TestCollectFusedExperts: the collector on the tiny model with each layer's experts fused into
+// 3-D parameters (testdata/tiny_moe.py build_fused, transformers' layout and calling convention)
+// writes the statistics the per-expert-Linear version of the same weights gives: the same
+// entries under the per-expert names, the same token counts, E[x²], E[|x|] and Hessians (to
+// float32 rounding, the two models' layer outputs being computed by different products); and
+// converting with either file gives byte-identical shards.
+func TestCollectFusedExperts(t *testing.T) {
+	py := torchPython(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	run(t, py, "testdata/tiny_moe.py", model)
+	tokens := filepath.Join(dir, "tokens.json")
+	seqs := make([][]int, 10)
+	for i := range seqs {
+		for j := range 40 {
+			seqs[i] = append(seqs[i], (i*13+j*11)%97)
+		}
+	}
+	b, _ := json.Marshal(seqs)
+	if err := os.WriteFile(tokens, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, build := range []string{"build", "build_fused"} {
+		files[build] = filepath.Join(dir, build+".safetensors")
+		run(t, py, "collect_calib.py", "--module", "testdata/tiny_moe.py:"+build, "--data", tokens, "--out", files[build],
+			"--hessian", `layers\.0\.`, "--seq-len", "20", "--batch-size", "2", "--source", "fused test", "--writer", "manual")
+	}
+	a, err := calib.Open(files["build"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	f, err := calib.Open(files["build_fused"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, want := strings.Join(f.Modules(), ","), strings.Join(a.Modules(), ","); got != want || want == "" {
+		t.Fatalf("fused entries %s, want %s", got, want)
+	}
+	exact := 0
+	for _, m := range a.Modules() {
+		ea, ef := a.Lookup(m), f.Lookup(m)
+		na, _ := a.EntryTokens(ea)
+		nf, _ := f.EntryTokens(ef)
+		if na != nf {
+			t.Errorf("%s: %d tokens fused, %d per expert", m, nf, na)
+		}
+		va, err := a.SqMean(ea)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vf, err := f.SqMean(ef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wa, _ := a.AbsMean(ea)
+		wf, _ := f.AbsMean(ef)
+		vs := [][2][]float32{{va, vf}, {wa, wf}}
+		if (ea.Hessian == nil) != (ef.Hessian == nil) {
+			t.Fatalf("%s: Hessian per expert %v, fused %v", m, ea.Hessian != nil, ef.Hessian != nil)
+		}
+		if ea.Hessian != nil {
+			ha, _ := a.Hessian(ea)
+			hf, _ := f.Hessian(ef)
+			vs = append(vs, [2][]float32{f32(ha), f32(hf)})
+		}
+		same := true
+		for _, v := range vs {
+			if len(v[0]) != len(v[1]) {
+				t.Fatalf("%s: %d values per expert, %d fused", m, len(v[0]), len(v[1]))
+			}
+			for j := range v[0] {
+				if v[0][j] != v[1][j] {
+					same = false
+					if d := math.Abs(float64(v[0][j] - v[1][j])); d > 1e-5*math.Abs(float64(v[0][j]))+1e-9 {
+						t.Fatalf("%s: value %d: %g fused, %g per expert", m, j, v[1][j], v[0][j])
+					}
+				}
+			}
+		}
+		if same {
+			exact++
+		}
+	}
+	t.Logf("%d of %d entries bit-identical", exact, len(a.Modules()))
+	// Convert with each: the INT4 shards must be the same bytes.
+	outs := map[string]string{}
+	for name, file := range files {
+		st, err := calib.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck, err := safetensors.Open(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := rules.LoadConfig(ck.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := convert.NewPlan(ck, cfg, convert.Options{Only: "decode", Calib: st, CalibMethod: convert.CalibGPTQ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[name] = filepath.Join(dir, "out-"+name)
+		if _, err := convert.Run(context.Background(), p, outs[name], convert.RunOptions{Workers: 2}); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		ck.Close()
+	}
+	shards, _ := filepath.Glob(filepath.Join(outs["build"], "*", "*.safetensors"))
+	if len(shards) == 0 {
+		shards, _ = filepath.Glob(filepath.Join(outs["build"], "*.safetensors"))
+	}
+	if len(shards) == 0 {
+		t.Fatal("no output shards")
+	}
+	for _, sa := range shards {
+		rel, _ := filepath.Rel(outs["build"], sa)
+		ba, err := os.ReadFile(sa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bf, err := os.ReadFile(filepath.Join(outs["build_fused"], rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ba, bf) {
+			t.Errorf("%s differs between the per-expert and the fused statistics", rel)
+		}
+	}
+}
+
+func f32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
 }

@@ -21,6 +21,9 @@ func newCalibCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "calib",
 		Short: "Work with calibration statistics (see docs/CALIBRATION.md)",
+		Example: `  python tools/collect_calib.py --model /models/GLM-5 --out stats.safetensors   # collect
+  pdq calib inspect stats.safetensors --against /models/GLM-5                   # check coverage
+  pdq convert /models/GLM-5 --out /data/glm5-pd --calib stats.safetensors        # use them`,
 	}
 	var o calibInspectOptions
 	inspect := &cobra.Command{
@@ -42,6 +45,7 @@ convert --calib refuses those.`,
 	fl := inspect.Flags()
 	fl.StringVar(&o.against, "against", "", "checkpoint whose INT4 targets the statistics should cover")
 	fl.StringVar(&o.targets, "targets", convert.DefaultTargets, "with --against: regex over module names selecting the INT4 targets")
+	showRawDefault(fl, "targets")
 	fl.BoolVar(&o.asJSON, "json", false, "print JSON")
 	cmd.AddCommand(inspect)
 	return cmd

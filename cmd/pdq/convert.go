@@ -6,16 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"pdq/quantize/convert"
@@ -53,8 +52,15 @@ func newConvertCmd() *cobra.Command {
 Memory stays under --max-memory plus a fixed overhead whatever the checkpoint size. Shards are
 written under temporary names and renamed when complete; a journal records finished shards, so
 rerunning the same command (or --resume) after a crash or Ctrl-C continues where it stopped and
-ends byte-identical to an uninterrupted run. The same input gives byte-identical output for any
---workers.
+ends byte-identical to an uninterrupted run; it says how many shards it keeps ("resuming: 12 of
+91 decode shards and 40 of 142 prefill shards already done (verified)": size and SHA-256 checked)
+and the bar counts only the work left. Rerunning a finished conversion says "already complete".
+The same input gives byte-identical output for any --workers.
+
+The summary shows, per output, role and scheme, the mean over the tensors of each tensor's SQNR
+in dB (the statistic of pdq report and pdq verify), the lowest, the rtn baseline's mean and the
+worst relative RMSE. Warnings and progress go to stderr; -v also logs the plan's decisions and
+every finished shard with its time.
 ` + splitHelp,
 		Example: `  pdq convert /models/GLM-5-FP8 --out /data/glm5-pd
   pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
@@ -69,7 +75,7 @@ ends byte-identical to an uninterrupted run. The same input gives byte-identical
 			if o.resume && o.force {
 				return usagef("convert: --resume continues DIR and --force deletes it: give one of them")
 			}
-			return runConvert(cmd.Context(), cmd.OutOrStdout(), args[0], &f, o)
+			return runConvert(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f, o)
 		},
 	}
 	f.add(cmd)
@@ -89,7 +95,7 @@ ends byte-identical to an uninterrupted run. The same input gives byte-identical
 	return cmd
 }
 
-func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o convertOptions) error {
+func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags, o convertOptions) error {
 	part, partFrom, err := o.split.resolve(getenv)
 	if err != nil {
 		return err
@@ -111,36 +117,40 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 	if !o.resume && !o.force {
 		if _, err := os.Stat(o.out + "/" + convert.JournalName); err == nil {
 			o.resume = true // the same command again continues an interrupted run
+			slog.Debug("resume: the output directory holds a journal; continuing it", "out", o.out)
 		}
 	}
 	ro := convert.RunOptions{
-		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: o.prefillMode, Resume: o.resume,
-		Force: o.force, Backend: backend, Device: device, Tool: "pdq " + version, Part: part,
+		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: o.prefillMode, Existing: o.existing(),
+		Backend: backend, Device: device, Tool: "pdq " + version, Part: part,
 	}
-	var bar *progressbar.ProgressBar
-	if !o.quiet && !o.asJSON && stderrIsTerminal() {
-		var mu sync.Mutex
-		last := time.Time{}
-		ro.Progress = func(done, total int64, tensor string) {
-			mu.Lock()
-			defer mu.Unlock()
-			if bar == nil {
-				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionShowBytes(true), progressbar.OptionSetPredictTime(true),
-					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30),
-					progressbar.OptionSetDescription("convert ["+device+"]"))
-			}
-			if now := time.Now(); now.Sub(last) > 200*time.Millisecond || done == total {
-				last = now
-				bar.Describe(fmt.Sprintf("convert [%s] %s", device, shortName(tensor, 48)))
-			}
-			bar.Set64(done)
+	talk := !o.quiet
+	var resumed convert.ResumeInfo
+	ro.Events.Resumed = func(ri convert.ResumeInfo) {
+		resumed = ri
+		slog.Debug("journal: finished shards kept (size and SHA-256 checked)", "prefill", ri.PrefillDone, "prefill_shards", ri.PrefillShards,
+			"decode", ri.DecodeDone, "decode_shards", ri.DecodeShards)
+		if talk && ri.Any() && !ri.Complete() {
+			fmt.Fprintf(errw, "resuming: %s already done (verified)\n", resumeCounts(ri))
 		}
 	}
+	start := time.Now()
+	ro.Events.ShardDone = func(e convert.ShardEvent) {
+		slog.Debug("shard finished", "output", e.Output, "file", e.File, "bytes", e.Bytes, "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	var bar *progressBar
+	if talk && !o.asJSON {
+		if fd, ok := terminalFD(errw); ok {
+			bar = newProgressBar(errw, fd, "convert ["+device+"]")
+			ro.Progress = bar.Update
+			activeBar.Store(bar)
+			defer activeBar.Store(nil)
+		}
+	}
+	_, statErr := os.Stat(filepath.Join(o.out, "report.json"))
 	rep, err := o.split.run(ctx, p, o.out, ro)
 	if bar != nil {
-		bar.Finish()
-		fmt.Fprintln(os.Stderr)
+		bar.Stop() // where it was: an interrupted run does not jump to 100%
 	}
 	if err != nil {
 		if isBadOptions(err) || errors.Is(err, convert.ErrOverlapsSource) || errors.Is(err, convert.ErrBadPart) {
@@ -157,6 +167,8 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 		}
 		return checkSQNRFloor(rep, o.failSQNRBelow)
 	}
+	slog.Debug("convert finished", "elapsed", time.Since(start).Round(time.Millisecond))
+	complete := resumed.Complete() && resumed.Any() && statErr == nil // shards and report were there
 	if o.asJSON {
 		short := *rep
 		short.Tensors = nil
@@ -165,10 +177,37 @@ func runConvert(ctx context.Context, w io.Writer, src string, f *planFlags, o co
 		if err := enc.Encode(short); err != nil {
 			return err
 		}
-	} else if !o.quiet {
+	} else if complete && talk {
+		fmt.Fprintf(w, "already complete: %s (nothing to do; pdq report %s shows the summary)\n", o.out, o.out)
+	} else if talk {
 		printReportSummary(w, rep, o.out)
+		writeNotes(errw, rep.Skipped, rep.Warnings)
 	}
 	return checkSQNRFloor(rep, o.failSQNRBelow)
+}
+
+// existing maps --resume and --force to what the conversion does with a non-empty DIR.
+func (o *convertOptions) existing() convert.Existing {
+	switch {
+	case o.force:
+		return convert.Restart
+	case o.resume:
+		return convert.Resume
+	}
+	return convert.Refuse
+}
+
+// resumeCounts says how many shards of each output are done: "12 of 91 decode shards and 40 of
+// 142 prefill shards".
+func resumeCounts(ri convert.ResumeInfo) string {
+	var parts []string
+	if ri.DecodeShards > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d decode shards", ri.DecodeDone, ri.DecodeShards))
+	}
+	if ri.PrefillShards > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d prefill shards", ri.PrefillDone, ri.PrefillShards))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // checkSQNRFloor fails when an INT4 tensor is below the floor, listing the offenders.
@@ -193,22 +232,14 @@ func checkSQNRFloor(rep *convert.Report, floor float64) error {
 	return fmt.Errorf("%s", msg)
 }
 
-// printReportSummary prints the per-role summary and the worst tensors.
+// printReportSummary prints the per-role summary (the statistics of pdq report) and the worst
+// tensors.
 func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 	fmt.Fprintf(w, "input %s -> prefill %s, decode %s  [%s]\n", formatBytes(rep.InputBytes), formatBytes(rep.PrefillBytes), formatBytes(rep.DecodeBytes), rep.Device)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "output\trole\tscheme\ttensors\tSQNR dB\tmin dB\trtn dB\tworst rel RMSE\t")
-	for _, s := range rep.Summary {
-		rtn := "-"
-		if s.RTNSQNR != nil {
-			rtn = fmt.Sprintf("%.2f", float64(*s.RTNSQNR))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%s\t%.4f\t\n", s.Output, s.Role, s.Scheme, s.Tensors, float64(s.SQNR), float64(s.MinSQNR), rtn, float64(s.WorstRelRMSE))
-	}
-	tw.Flush()
+	writeGroups(w, rep.Tensors, true)
 	if len(rep.Worst) > 0 {
 		fmt.Fprintln(w, "\nworst tensors:")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for i, t := range rep.Worst {
 			if i == 5 {
 				break
@@ -217,19 +248,13 @@ func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 		}
 		tw.Flush()
 	}
-	for _, s := range rep.Skipped {
-		fmt.Fprintf(w, "kept dense (unsupported): %s\n", s)
-	}
-	for _, s := range rep.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", s)
-	}
 	if c := rep.Calibration; c != nil {
 		ws := "-"
 		if c.WeightedSQNR != nil {
 			ws = fmt.Sprintf("%.2f dB", float64(*c.WeightedSQNR))
 		}
-		fmt.Fprintf(w, "\ncalibration %s (%d tokens, %s): method %s, modules %v, no statistics %d, no tokens %d, no Hessian %d; activation-weighted SQNR %s\n",
-			c.File, c.Tokens, c.Source, c.Method, c.Modules, c.NoStats, c.NoTokens, c.NoHessian, ws)
+		fmt.Fprintf(w, "\ncalibration %s (%d tokens, %s): method %s; modules by method: %s; no statistics %d, no tokens %d, no Hessian %d; activation-weighted SQNR %s\n",
+			c.File, c.Tokens, c.Source, c.Method, formatCounts(c.Modules), c.NoStats, c.NoTokens, c.NoHessian, ws)
 		for i, n := range c.Notes {
 			if i == 5 {
 				fmt.Fprintf(w, "  ... %d more notes in report.json\n", len(c.Notes)-5)
@@ -245,11 +270,4 @@ func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 		}
 	}
 	fmt.Fprintf(w, "\nwrote %s, %s\n", strings.Join(wrote, ", "), filepath.Join(out, "report.json"))
-}
-
-func shortName(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n+1:]
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -76,7 +77,7 @@ and writes a per-tensor error report computed from the bytes actually written.`,
 			if globals.verbose {
 				level = slog.LevelDebug
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			slog.SetDefault(slog.New(slog.NewTextHandler(logWriter{cmd.ErrOrStderr()}, &slog.HandlerOptions{Level: level})))
 			if globals.cpuProfile != "" {
 				startProfile(globals.cpuProfile)
 			}
@@ -85,42 +86,51 @@ and writes a per-tensor error report computed from the bytes actually written.`,
 	root.PersistentFlags().BoolVarP(&globals.verbose, "verbose", "v", false, "log progress details to stderr")
 	root.PersistentFlags().StringVar(&globals.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the command to this file (for go tool pprof)")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	for _, mk := range commands {
 		root.AddCommand(mk())
+	}
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Example = `  source <(pdq completion bash)                             # this shell
+  pdq completion bash > /etc/bash_completion.d/pdq          # every bash
+  pdq completion zsh > "${fpath[1]}/_pdq"                   # zsh
+  pdq completion fish > ~/.config/fish/completions/pdq.fish # fish`
+		}
 	}
 	return root
 }
 
-// exactArgs is cobra.ExactArgs that reports a usage error (exit status 2).
-func exactArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usagef("%s: want %d argument(s), got %d\n\nUsage: %s", cmd.CommandPath(), n, len(args), cmd.UseLine())
-		}
-		return nil
-	}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	root := newRootCmd()
-	err := root.ExecuteContext(ctx)
+	code := execute(ctx, newRootCmd(), os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// execute runs root as the process does and returns its exit status; a failure is one message on
+// stderr that names the command the user ran.
+func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
+	cmd, err := root.ExecuteContextC(ctx)
 	stopProfile()
 	if err == nil {
-		return
+		return 0
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "pdq: interrupted; nothing unfinished was left under a final name (convert, publish and pull resume when rerun)")
-		os.Exit(exitInterrupted)
+		// Short enough for an 80-column terminal; nothing unfinished is under a final name.
+		fmt.Fprintf(stderr, "%s: interrupted; rerun the same command to resume\n", cmd.CommandPath())
+		return exitInterrupted
 	}
-	fmt.Fprintln(os.Stderr, "pdq:", err)
+	fmt.Fprintln(stderr, errorLine(cmd, err))
+	if h := hintFor(err); h != "" {
+		fmt.Fprintln(stderr, "hint:", h)
+	}
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		os.Exit(exitUsage)
+		return exitUsage
 	}
-	os.Exit(exitFailure)
+	return exitFailure
 }
 
 // startProfile starts a CPU profile into path; a failure to start it is logged, not fatal.

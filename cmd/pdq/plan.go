@@ -18,6 +18,7 @@ func init() { commands = append(commands, newPlanCmd) }
 
 func newPlanCmd() *cobra.Command {
 	var f planFlags
+	var sf serveFlags
 	var asJSON bool
 	var parts int
 	cmd := &cobra.Command{
@@ -29,13 +30,16 @@ sizes it prints are the exact sizes convert writes. It reads no tensor data: wel
 a 700 GiB checkpoint.`,
 		Example: `  pdq plan /models/GLM-5-FP8
   pdq plan /models/GLM-5-FP8 --group-size 128 --json | jq .decode_bytes
-  pdq plan /models/GLM-5-FP8 --parts 8        # what each of 8 machines converts (convert --part)`,
+  pdq plan /models/GLM-5-FP8 --parts 8        # what each of 8 machines converts (convert --part)
+  pdq plan /models/GLM-5-FP8 --gpus 8 --gpu-memory 141GiB --kv-cache-dtype fp8_e4m3
+  pdq plan /models/GLM-5-FP8 --gpu-memory 141GiB --serve sglang --out /data/g5`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPlan(cmd.Context(), cmd.OutOrStdout(), args[0], &f, asJSON, parts)
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f, &sf, asJSON, parts)
 		},
 	}
 	f.add(cmd)
+	sf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON document")
 	cmd.Flags().IntVar(&parts, "parts", 0, "also show what each of N parts of a split conversion writes (pdq convert --part I/N)")
 	return cmd
@@ -56,6 +60,7 @@ type planSummary struct {
 	Skipped       []string                  `json:"skipped,omitempty"`
 	Warnings      []string                  `json:"warnings,omitempty"`
 	Parts         []partSummary             `json:"parts,omitempty"`
+	Serving       *servingSummary           `json:"serving,omitempty"`
 }
 
 func summarizePlan(p *convert.Plan) planSummary {
@@ -74,7 +79,7 @@ func summarizePlan(p *convert.Plan) planSummary {
 	return s
 }
 
-func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON bool, parts int) error {
+func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, sf *serveFlags, asJSON bool, parts int) error {
 	if parts < 0 {
 		return usagef("plan: --parts %d: want a number of parts, at least 1", parts)
 	}
@@ -89,10 +94,18 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON 
 			return err
 		}
 	}
+	if sf.enabled() {
+		if s.Serving, err = sf.plan(p); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		if err := enc.Encode(s); err != nil {
+			return err
+		}
+		return sf.check(s.Serving)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "source\t%s (%s)\t%s\n", s.Source, s.Layout, formatBytes(s.InputBytes))
@@ -133,16 +146,14 @@ func runPlan(ctx context.Context, w io.Writer, src string, f *planFlags, asJSON 
 		}
 		tw.Flush()
 	}
-	for _, sk := range s.Skipped {
-		fmt.Fprintf(w, "kept dense (unsupported): %s\n", sk)
-	}
-	for _, wn := range s.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", wn)
-	}
+	writeNotes(errw, s.Skipped, s.Warnings)
 	if s.Parts != nil {
 		printParts(w, s.Parts)
 	}
-	return nil
+	if s.Serving != nil {
+		s.Serving.print(w)
+	}
+	return sf.check(s.Serving)
 }
 
 func isBadOptions(err error) bool { return errors.Is(err, convert.ErrBadOptions) }

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"strings"
+
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"pdq/calib"
 	"pdq/quantize"
@@ -33,6 +38,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.method, "method", "mse", "INT4 scale method: mse (search for the scale with the least squared error, then refine) or rtn (absmax/7.5, the compressed-tensors rule)")
 	fl.BoolVar(&f.signedScales, "signed-scales", false, "EXPERIMENTAL: Q4_0-style signed scales (the extreme value lands on -8); untested in the engines' kernels")
 	fl.StringVar(&f.targets, "targets", convert.DefaultTargets, "regex over module names: the Linear modules quantized to INT4 in the decode checkpoint")
+	showRawDefault(fl, "targets")
 	fl.StringVar(&f.ignore, "ignore", "", "regex over module names kept out of every quantization (they stay as in the source, FP8 sources as BF16 in decode)")
 	fl.StringVar(&f.decodeDense, "decode-dense", "bf16", "non-target Linears in the decode checkpoint: bf16 (loads in vLLM and SGLang) or fp8 (compressed-tensors FP8 block group beside the INT4 group; vLLM; SGLang support unverified)")
 	fl.StringVar(&f.only, "only", "", "write only one output: prefill or decode")
@@ -48,14 +54,34 @@ func (f *planFlags) add(cmd *cobra.Command) {
 func (f *planFlags) options() convert.Options {
 	return convert.Options{
 		GroupSize: groupOption(f.groupSize), Method: quantize.Method(f.method), SignedScales: f.signedScales,
-		Targets: f.targets, Ignore: f.ignore, DecodeDense: f.decodeDense, Only: f.only,
+		Targets: f.targets, Ignore: f.ignore, DecodeDense: f.decodeDense, Only: convert.OutputKind(f.only),
 		MaxShardSize: f.maxShardSize, OnUnsupported: f.onUnsupported,
 		CalibMethod: f.calibMethod, CalibActOrder: f.calibActOrder, CalibDamp: f.calibDamp,
 	}
 }
 
+// check refuses flag values the plan would refuse, in the flags' own terms.
+func (f *planFlags) check() error {
+	switch f.groupSize {
+	case 0, 32, 64, 128:
+		return nil
+	}
+	return usagef("--group-size %d: want 32, 64 or 128, or 0 for one scale per output channel", f.groupSize)
+}
+
+// showRawDefault moves a string flag's default into its usage text as typed on a command line:
+// pflag quotes string defaults Go-style, which doubles every backslash of a regular expression.
+func showRawDefault(fl *pflag.FlagSet, name string) {
+	f := fl.Lookup(name)
+	f.Usage += " (default " + f.DefValue + ")"
+	f.DefValue = ""
+}
+
 // openPlan opens a source checkpoint and plans its conversion. Option errors are usage errors.
 func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint, error) {
+	if err := f.check(); err != nil {
+		return nil, nil, err
+	}
 	ck, err := safetensors.Open(src)
 	if err != nil {
 		return nil, nil, err
@@ -84,7 +110,36 @@ func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint,
 		}
 		return nil, nil, err
 	}
+	logPlan(p)
 	return p, ck, nil
+}
+
+// logPlan logs the plan's decisions (with -v): the layout found, the options, and the modules
+// of each output by role and scheme.
+func logPlan(p *convert.Plan) {
+	if !slog.Default().Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	o := p.Options
+	slog.Debug("plan", "source", p.Source.Dir, "layout", p.Layout.String(), "shards", len(p.Source.Shards), "modules", len(p.Modules),
+		"group_size", o.GroupSize, "method", o.Method, "targets", o.Targets, "ignore", o.Ignore, "decode_dense", o.DecodeDense)
+	for _, out := range []*convert.Output{p.Prefill, p.Decode} {
+		if out == nil {
+			continue
+		}
+		counts := p.Counts(out.Kind)
+		roles := make([]string, 0, len(counts))
+		for _, r := range rules.Roles {
+			if c := counts[string(r)]; c != nil {
+				roles = append(roles, string(r)+": "+formatCounts(c))
+			}
+		}
+		slog.Debug("plan output", "output", out.Kind, "shards", len(out.Shards), "bytes", out.Bytes(p.Source),
+			"copies_source", out.CopySource, "modules", strings.Join(roles, "; "))
+	}
+	for _, s := range p.Skipped {
+		slog.Debug("plan: kept dense", "module", s)
+	}
 }
 
 // groupOption maps the --group-size flag (0 = per channel) to convert.Options.GroupSize.

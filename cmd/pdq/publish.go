@@ -76,8 +76,10 @@ func newPublishCmd() *cobra.Command {
 		Use:   "publish DIR URL",
 		Short: "Upload a checkpoint directory to an object store as an immutable version",
 		Long: `publish uploads every file of DIR under URL (s3://bucket/prefix, file:///path or a directory),
-then writes URL/manifest.json last (path, size and SHA-256 of every file, tool version, source,
-creation time) on the condition that none exists: a version is published once and never overwritten.
+in the folder URL/data/CONTENT_SHA256/ named by the checkpoint's content, then writes
+URL/manifest.json last (path, size and SHA-256 of every file, tool version, source, creation time)
+on the condition that none exists: a version is published once and never overwritten, and of two
+publishes to one version exactly one succeeds. Names pull could not restore are refused first.
 
 Large files go up in parts read straight from disk, --parallel at a time, each with a CRC32C; run
 again after an interruption and it resumes, sending only the parts the store lacks. Files already
@@ -160,12 +162,12 @@ func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOpti
 		if f.PartsReused > 0 {
 			parts = fmt.Sprintf("%d parts kept, %d sent", f.PartsReused, f.PartsSent)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Action, f.Path, how, parts)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Action, publish.Quote(f.Path), how, parts)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "published %d files, %s (stored %s, sent %s in %.1fs, %s/s) to %s\n",
 		len(res.Files), formatBytes(res.Size), formatBytes(res.StoredSize), formatBytes(res.BytesSent),
-		res.Seconds, formatBytes(int64(float64(res.BytesSent)/max(res.Seconds, 1e-3))), res.URL)
+		res.Seconds, formatBytes(int64(float64(res.BytesSent)/max(res.Seconds, 1e-3))), publish.Quote(res.URL))
 	return nil
 }
 

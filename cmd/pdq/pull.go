@@ -69,10 +69,10 @@ func runPull(ctx context.Context, w io.Writer, url, dir string, o storeFlags) er
 		if f.Compression != publish.CompressionNone {
 			how = fmt.Sprintf("%s (from %s %s)", how, formatBytes(f.StoredSize), f.Compression)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Action, f.Path, how)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Action, publish.Quote(f.Path), how)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "pulled %d files, %s (downloaded %s in %.1fs) into %s; every SHA-256 matches the manifest\n",
-		len(res.Files), formatBytes(res.Size), formatBytes(res.BytesDownloaded), res.Seconds, dir)
+		len(res.Files), formatBytes(res.Size), formatBytes(res.BytesDownloaded), res.Seconds, publish.Quote(dir))
 	return nil
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,6 +35,7 @@ type reportOptions struct {
 	against          string
 	plot             string
 	html             string
+	quiet            bool
 }
 
 func newReportCmd() *cobra.Command {
@@ -42,7 +45,8 @@ func newReportCmd() *cobra.Command {
 		Short: "Summarize a conversion's error report, check thresholds, compare two runs, draw pictures",
 		Long: `Report reads the report.json that pdq convert writes (or DIR/report.json) and prints a summary per output, role and
 scheme (tensor count, elements, stored bytes and bits per weight, mean and min SQNR, worst relative
-RMSE), then the --top worst tensors under --sort. --filter, --role and --output narrow every part
+RMSE), then the --top worst tensors under --sort. The mean SQNR is the mean over the tensors of
+each tensor's SQNR in dB (mean_sqnr_db in --json), the statistic convert and verify print too. --filter, --role and --output narrow every part
 of the output, thresholds included.
 
 With --against B.json it pairs the tensors of both runs by output and module (rtn against mse,
@@ -50,18 +54,19 @@ g32 against g128, ...) and prints the per-role mean ΔSQNR = A − B and the big
 positive Δ means REPORT.json is closer to the source.
 
 --fail-sqnr-below and --fail-rel-rmse-above make it exit with status 1 when a selected tensor is
-over a limit, listing the offenders. --plot draws heatmaps of SQNR (ΔSQNR with --against) by layer
-and expert for each routed-expert projection, with histograms of per-tensor values; --html writes
+over a limit, listing the offenders once (in the table, or on stderr with -q). --plot draws
+heatmaps of SQNR (ΔSQNR with --against) by layer and expert for each routed-expert projection,
+with histograms of per-tensor values, and says what it wrote; --html writes
 one self-contained page (no network needed) with the summary, a sortable table and the pictures.`,
 		Example: `  pdq report /data/glm5-pd/report.json
   pdq report out/report.json --role routed_experts --sort rel_rmse --top 50
-  pdq report out/report.json --output decode --fail-sqnr-below 18        # CI gate
+  pdq report out/report.json --output decode --fail-sqnr-below 18 -q     # CI gate
   pdq report mse/report.json --against rtn/report.json                   # what mse bought
   pdq report out/report.json --plot sqnr.png --html report.html
   pdq report out/report.json --top 0 --csv > tensors.csv`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReport(cmd.Context(), cmd.OutOrStdout(), args[0], o)
+			return runReport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}
 	fl := cmd.Flags()
@@ -77,6 +82,7 @@ one self-contained page (no network needed) with the summary, a sortable table a
 	fl.StringVar(&o.against, "against", "", "compare with this second report.json or output directory (deltas are REPORT − this)")
 	fl.StringVar(&o.plot, "plot", "", "draw heatmaps and histograms into this .png or .svg file")
 	fl.StringVar(&o.html, "html", "", "write a self-contained HTML page to this file")
+	fl.BoolVarP(&o.quiet, "quiet", "q", false, "print no table: only the files written and the tensors over a threshold (on stderr), for CI")
 	return cmd
 }
 
@@ -130,19 +136,19 @@ func plotFormat(path string) (string, error) {
 	return "", fmt.Errorf("%q: the name must end in .png or .svg", path)
 }
 
-func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) error {
+func runReport(ctx context.Context, w, errw io.Writer, path string, o reportOptions) error {
 	q, err := o.parse()
 	if err != nil {
 		return err
 	}
 	path, o.against = reportPath(path), reportPath(o.against)
-	rep, err := reportview.Load(path)
+	rep, err := loadReport(path)
 	if err != nil {
 		return err
 	}
 	var repB *convert.Report
 	if o.against != "" {
-		if repB, err = reportview.Load(o.against); err != nil {
+		if repB, err = loadReport(o.against); err != nil {
 			return err
 		}
 	}
@@ -155,6 +161,7 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 		v.Compare(o.against, repB)
 	}
 	switch {
+	case o.quiet:
 	case o.asJSON:
 		err = reportview.WriteJSON(w, v)
 	case o.asCSV:
@@ -173,13 +180,30 @@ func runReport(ctx context.Context, w io.Writer, path string, o reportOptions) e
 		if err := writeFileAtomic(o.plot, func(w io.Writer) error { return reportview.WritePlot(w, v, format) }); err != nil {
 			return err
 		}
+		what := "SQNR heatmaps (layer x expert, one panel per routed-expert projection) and histograms"
+		if v.Diff != nil {
+			what = "ΔSQNR heatmaps (layer x expert, one panel per routed-expert projection) and histograms"
+		}
+		fmt.Fprintf(errw, "wrote %s: %s of %d selected tensors\n", o.plot, what, len(v.Selected))
 	}
 	if o.html != "" {
 		if err := writeFileAtomic(o.html, func(w io.Writer) error { return reportview.WriteHTML(w, v) }); err != nil {
 			return err
 		}
+		fmt.Fprintf(errw, "wrote %s: summary, sortable table of %d tensors and pictures, one self-contained page\n", o.html, len(v.Selected))
 	}
-	return thresholdError(v)
+	// The output lists the offenders (the table's FAIL section, the JSON "failures"); the error
+	// lists them when nothing printed them (-q, and --csv, which lists the --top rows).
+	return thresholdError(v, o.quiet || o.asCSV)
+}
+
+// loadReport loads a report, saying what to give instead when there is no file at path.
+func loadReport(path string) (*convert.Report, error) {
+	rep, err := reportview.Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file (give the report.json or the --out directory of pdq convert)", path)
+	}
+	return rep, err
 }
 
 // reportPath reads a directory (a conversion's output) as its report.json.
@@ -214,13 +238,17 @@ func checkRoles(roles []string, reps ...*convert.Report) error {
 	return nil
 }
 
-// thresholdError lists the tensors over the thresholds (exit status 1), or returns nil.
-func thresholdError(v *reportview.View) error {
+// thresholdError is the failure (exit status 1) when tensors are over the thresholds, or nil; it
+// lists them when list is set, and otherwise points at the table above.
+func thresholdError(v *reportview.View, list bool) error {
 	if len(v.Failures) == 0 {
 		return nil
 	}
+	if !list {
+		return fmt.Errorf("%d of %d selected tensors over the thresholds (listed in the output)", len(v.Failures), len(v.Selected))
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "report: %d of %d selected tensors over the thresholds:", len(v.Failures), len(v.Selected))
+	fmt.Fprintf(&b, "%d of %d selected tensors over the thresholds:", len(v.Failures), len(v.Selected))
 	for i, f := range v.Failures {
 		if i == 10 {
 			fmt.Fprintf(&b, "\n  ... and %d more (--json lists all)", len(v.Failures)-10)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,6 +34,9 @@ func newTestdataCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "testdata",
 		Short: "Generate synthetic MoE checkpoints for tests and demos",
+		Example: `  pdq testdata gen --out /tmp/tiny --fp8               # a few MiB, FP8 blocks, DeepSeek-style names
+  pdq testdata gen --out /tmp/glm4 --style glm4 --size 256MiB
+  pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only`,
 	}
 	var o genOptions
 	gen := &cobra.Command{
@@ -49,9 +54,14 @@ bytes; --config lays out a real model from its config.json (use with --header-on
 full-size copy that costs no disk). The same flags and --seed always give byte-identical files.`,
 		Example: `  pdq testdata gen --out /tmp/tiny
   pdq testdata gen --out /tmp/fp8 --style deepseek --fp8 --size 2GiB
-  pdq testdata gen --out /tmp/glm5 --config glm-5.json --fp8 --header-only`,
+  pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only  # from the repository root`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range []string{"layers", "experts"} {
+				if n, _ := cmd.Flags().GetInt(name); cmd.Flags().Changed(name) && n < 1 {
+					return usagef("--%s %d: want at least 1", name, n)
+				}
+			}
 			return runGen(cmd, o)
 		},
 	}
@@ -65,8 +75,8 @@ full-size copy that costs no disk). The same flags and --seed always give byte-i
 	f.Uint64Var(&o.seed, "seed", 1, "random seed")
 	f.StringVar(&o.config, "config", "", "lay out the model described by this config.json instead of a synthetic one")
 	f.BoolVar(&o.headerOnly, "header-only", false, "write real headers and sparse files without data")
-	f.IntVar(&o.layers, "layers", 0, "override the number of layers")
-	f.IntVar(&o.experts, "experts", 0, "override the number of routed experts")
+	f.IntVar(&o.layers, "layers", 0, "override the number of layers (at least 1)")
+	f.IntVar(&o.experts, "experts", 0, "override the number of routed experts (at least 1)")
 	f.IntVar(&o.workers, "workers", 0, "parallel generators (default: number of CPUs)")
 	gen.MarkFlagRequired("out")
 	root.AddCommand(gen)
@@ -87,6 +97,9 @@ func runGen(cmd *cobra.Command, o genOptions) error {
 	case o.config != "":
 		var err error
 		if m, err = synth.FromConfigFile(o.config); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("--config %s: no such file (the configs of real models are in testdata/configs of the pdq repository)", o.config)
+			}
 			return err
 		}
 	case o.size > 0:

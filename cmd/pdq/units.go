@@ -36,8 +36,10 @@ func parseBytes(s string) (int64, error) {
 // bytesValue is a pflag.Value holding a size given with units.
 type bytesValue struct{ n *int64 }
 
+// String is the size with a binary unit; zero is "0", which pflag reads as no default, so a
+// flag whose usage explains its zero ("default: a quarter of the data") shows no second default.
 func (b bytesValue) String() string {
-	if b.n == nil {
+	if b.n == nil || *b.n == 0 {
 		return "0"
 	}
 	return formatBytes(*b.n)

@@ -7,11 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/reportview"
 	"pdq/safetensors"
 )
 
@@ -82,18 +82,13 @@ func runVerifyLocal(ctx context.Context, w io.Writer, src, out string, o verifyO
 	if o.asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
+		if err := enc.Encode(newVerifyDoc(src, v)); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(w, "verify %s (%s): %d tensors\n", out, v.Output, v.Tensors)
-		if v.Report != nil && len(v.Report.Summary) > 0 {
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "role\tscheme\ttensors\tSQNR dB\tmin dB\tworst rel RMSE\t")
-			for _, s := range v.Report.Summary {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.4f\t\n", s.Role, s.Scheme, s.Tensors, float64(s.SQNR), float64(s.MinSQNR), float64(s.WorstRelRMSE))
-			}
-			tw.Flush()
+		if v.Report != nil && len(v.Report.Tensors) > 0 {
+			writeGroups(w, v.Report.Tensors, false)
 		}
 		if v.ReportChecked && v.OK() {
 			fmt.Fprintln(w, "report.json agrees with the recomputed metrics")
@@ -109,6 +104,34 @@ func runVerifyLocal(ctx context.Context, w io.Writer, src, out string, o verifyO
 		return fmt.Errorf("verify: %d problem(s) in %s", len(v.Problems), out)
 	}
 	return nil
+}
+
+// verifyDoc is the JSON document of pdq verify SRC OUT: what was checked, every problem (an empty
+// list when there is none), and the metrics recomputed from the files, summarized with the
+// statistics of pdq report.
+type verifyDoc struct {
+	Tool          string                 `json:"tool"`
+	Source        string                 `json:"source"`
+	Output        string                 `json:"output"` // "prefill" or "decode"
+	Dir           string                 `json:"dir"`
+	Tensors       int                    `json:"tensors"`
+	OK            bool                   `json:"ok"`
+	Problems      []string               `json:"problems"`
+	ReportChecked bool                   `json:"report_checked"` // report.json beside the output agreed or was compared
+	Summary       []reportview.Group     `json:"summary"`        // mean_sqnr_db: mean over tensors, as pdq report
+	Recomputed    []convert.TensorReport `json:"tensors_recomputed"`
+}
+
+func newVerifyDoc(src string, v *convert.VerifyResult) verifyDoc {
+	d := verifyDoc{Tool: "pdq " + version, Source: src, Output: v.Output, Dir: v.Dir, Tensors: v.Tensors, OK: v.OK(),
+		Problems: v.Problems, ReportChecked: v.ReportChecked, Summary: []reportview.Group{}, Recomputed: []convert.TensorReport{}}
+	if d.Problems == nil {
+		d.Problems = []string{}
+	}
+	if v.Report != nil && len(v.Report.Tensors) > 0 {
+		d.Summary, d.Recomputed = reportview.Summarize(v.Report.Tensors), v.Report.Tensors
+	}
+	return d
 }
 
 // isConvertOutput reports a directory that holds prefill/ or decode/ and no shard of its own:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"pdq/publish"
@@ -19,9 +20,16 @@ type remoteVerifyOptions struct {
 	Endpoint, Region string
 }
 
-// isStoreURL reports whether a verify argument names a published version (s3:// or file://)
-// rather than a local checkpoint directory.
-func isStoreURL(arg string) bool { return publish.IsStoreURL(arg) }
+// isStoreURL reports whether a verify argument names a published version (s3://, file://, or a
+// plain path of a local store: a directory holding a manifest.json) rather than a local
+// checkpoint directory.
+func isStoreURL(arg string) bool {
+	if publish.IsStoreURL(arg) {
+		return true
+	}
+	fi, err := os.Stat(filepath.Join(arg, publish.ManifestKey))
+	return err == nil && fi.Mode().IsRegular()
+}
 
 // runVerifyRemote checks the version at url against its manifest and prints one line per file
 // (or JSON); it returns an error when anything does not match.
@@ -59,15 +67,15 @@ func runVerifyRemote(ctx context.Context, w io.Writer, url string, opts remoteVe
 		if !f.OK {
 			verdict = "FAIL  " + f.Problem
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", f.Path, verdict)
+		fmt.Fprintf(tw, "%s\t%s\n", publish.Quote(f.Path), verdict)
 	}
 	tw.Flush()
 	if err != nil {
 		if errors.Is(err, publish.ErrVerify) {
-			fmt.Fprintf(w, "%d of %d files do not match the manifest of %s (checked %s)\n", res.Problems, len(res.Files), res.URL, how)
+			fmt.Fprintf(w, "%d of %d files do not match the manifest of %s (checked %s)\n", res.Problems, len(res.Files), publish.Quote(res.URL), how)
 		}
 		return err
 	}
-	fmt.Fprintf(w, "%d files match the manifest of %s (checked %s)\n", len(res.Files), res.URL, how)
+	fmt.Fprintf(w, "%d files match the manifest of %s (checked %s)\n", len(res.Files), publish.Quote(res.URL), how)
 	return nil
 }

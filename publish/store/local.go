@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"pdq/safetensors"
 )
 
 // Local is a Store kept in a directory: the object with key K is the file ROOT/K, so a published
@@ -52,6 +54,9 @@ func (l *Local) state(parts ...string) string {
 	return filepath.Join(append([]string{l.root, ReservedPrefix}, parts...)...)
 }
 
+// maxSidecar bounds the metadata sidecar read (metadata is a few hundred bytes).
+const maxSidecar = 1 << 20
+
 // sidecar is the metadata file kept for an object.
 type sidecar struct {
 	Size     int64             `json:"size"`
@@ -75,7 +80,7 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, fmt.Errorf("store: stat %s: %w", key, err)
 	}
 	info := Info{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), Metadata: map[string]string{}}
-	if b, err := os.ReadFile(l.state("meta", filepath.FromSlash(key))); err == nil {
+	if b, err := safetensors.ReadRegularFile(l.state("meta", filepath.FromSlash(key)), maxSidecar); err == nil {
 		var sc sidecar
 		if json.Unmarshal(b, &sc) == nil && sc.Size == fi.Size() && sc.ModNano == fi.ModTime().UnixNano() {
 			for k, v := range sc.Metadata {
@@ -173,8 +178,9 @@ func (l *Local) GetRange(ctx context.Context, key string, off, length int64) (io
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(l.path(key))
-	if errors.Is(err, fs.ErrNotExist) {
+	// Never blocks on a FIFO under the key: only regular files are objects.
+	f, err := safetensors.OpenRegular(l.path(key))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, safetensors.ErrNotRegular) {
 		return nil, fmt.Errorf("%w: %s", ErrNotExist, key)
 	}
 	if err != nil {

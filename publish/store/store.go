@@ -21,6 +21,8 @@ import (
 var (
 	// ErrNotExist: the object, upload or part does not exist.
 	ErrNotExist = errors.New("store: does not exist")
+	// ErrNoBucket: the bucket a store lives in does not exist (it is not created for the user).
+	ErrNoBucket = errors.New("store: no such bucket")
 	// ErrExists: a conditional write (IfNoneMatch) found the key already present.
 	ErrExists = errors.New("store: object already exists")
 	// ErrChecksum: the bytes received do not match the checksum sent with them.

@@ -36,11 +36,16 @@ func readTable(r io.Reader) (header, []entry, error) {
 
 // Decompress reads a container from src and writes the original bytes to dst, in order, decoding
 // chunks on several workers; every chunk is checked against its CRC32C. It returns the number of
-// bytes written. src is read sequentially, so it may be a network stream.
+// bytes written. src is read sequentially, so it may be a network stream. Each chunk decodes
+// into a buffer of exactly its table length, and the table's lengths add up to the header's raw
+// size, so with opts.CheckSize nothing past opts.Size is ever written.
 func Decompress(ctx context.Context, dst io.Writer, src io.Reader, opts Options) (int64, error) {
-	_, es, err := readTable(src)
+	h, es, err := readTable(src)
 	if err != nil {
 		return 0, err
+	}
+	if opts.CheckSize && h.rawSize != opts.Size {
+		return 0, fmt.Errorf("%w: container holds %d bytes, expected %d", ErrFormat, h.rawSize, opts.Size)
 	}
 	workers := opts.workers()
 	type job struct {

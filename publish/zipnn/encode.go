@@ -55,6 +55,11 @@ type Options struct {
 	// Workers is how many chunks are coded at once (default GOMAXPROCS). The output does not
 	// depend on it.
 	Workers int
+	// CheckSize makes Decompress refuse, before writing a byte, a container whose header does not
+	// promise exactly Size original bytes (the size a manifest gives): a container cannot make a
+	// reader write more than it was told to expect.
+	CheckSize bool
+	Size      int64
 }
 
 func (o Options) workers() int {

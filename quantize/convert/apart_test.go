@@ -31,7 +31,7 @@ func TestOutputOverlappingSourceRefused(t *testing.T) {
 		{"out inside the source through a symlink", filepath.Join(link, "prefill", "new")},
 	} {
 		for _, force := range []bool{false, true} {
-			_, err := runPlan(plan(t, src, convert.Options{}), tc.out, convert.RunOptions{Force: force, Workers: 1})
+			_, err := runPlan(plan(t, src, convert.Options{}), tc.out, convert.RunOptions{Existing: map[bool]convert.Existing{true: convert.Restart}[force], Workers: 1})
 			if !errors.Is(err, convert.ErrOverlapsSource) {
 				t.Errorf("%s (force %v): error %v, want ErrOverlapsSource", tc.name, force, err)
 			}

@@ -126,14 +126,14 @@ func TestCalibResumeRefusesOtherStats(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	o := convert.Options{Only: "decode", Calib: openStats(t, a)}
 	convertTo(t, src, out, o, convert.RunOptions{Workers: 2})
-	if _, err := runPlan(plan(t, src, o), out, convert.RunOptions{Resume: true}); err != nil {
+	if _, err := runPlan(plan(t, src, o), out, convert.RunOptions{Existing: convert.Resume}); err != nil {
 		t.Fatalf("resume with the same statistics: %v", err)
 	}
 	o.Calib = openStats(t, b)
-	if _, err := runPlan(plan(t, src, o), out, convert.RunOptions{Resume: true}); err == nil {
+	if _, err := runPlan(plan(t, src, o), out, convert.RunOptions{Existing: convert.Resume}); err == nil {
 		t.Fatal("resume with another statistics file accepted")
 	}
-	if _, err := runPlan(plan(t, src, convert.Options{Only: "decode"}), out, convert.RunOptions{Resume: true}); err == nil {
+	if _, err := runPlan(plan(t, src, convert.Options{Only: "decode"}), out, convert.RunOptions{Existing: convert.Resume}); err == nil {
 		t.Fatal("resume without the statistics file accepted")
 	}
 }

@@ -30,7 +30,7 @@ type ModuleCalib struct {
 func (o *Options) calibDefaults() error {
 	if o.Calib == nil {
 		if o.CalibMethod != "" || o.CalibActOrder || o.CalibDamp != 0 {
-			return fmt.Errorf("%w: calibration method options need a statistics file (--calib)", ErrBadOptions)
+			return fmt.Errorf("%w: calibration method options need a statistics file", ErrBadOptions)
 		}
 		return nil
 	}

@@ -5,31 +5,8 @@ import (
 	"sort"
 )
 
-// CalibReport is the calibration section of report.json.
-type CalibReport struct {
-	File     string  `json:"file"`
-	SHA256   string  `json:"sha256"`
-	Source   string  `json:"source,omitempty"` // the file's free-text source
-	Tokens   int64   `json:"tokens"`           // the file's token count
-	Method   string  `json:"method"`           // weighted or gptq
-	ActOrder bool    `json:"act_order,omitempty"`
-	Damp     float64 `json:"damp,omitempty"`
-	// Modules counts the INT4 modules per method used; Shared those that used their sibling's
-	// entry; NoStats and NoTokens those quantized without weights, and why.
-	Modules  map[string]int `json:"modules"`
-	Shared   int            `json:"shared"`
-	NoStats  int            `json:"no_stats"`
-	NoTokens int            `json:"no_tokens"`
-	// NoHessian counts modules that used the weighted search under gptq for lack of a Hessian.
-	NoHessian int `json:"no_hessian,omitempty"`
-	// Notes lists modules whose method differs from the plan or needed more dampening.
-	Notes []string `json:"notes,omitempty"`
-	// WeightedSQNR is over every module with statistics: 10·log10(ΣΣd·w² / ΣΣd(w−ŵ)²).
-	WeightedSQNR *Float `json:"weighted_sqnr_db,omitempty"`
-}
-
 // setCalib records a module's calibration in its report row; res holds its slabs.
-func (t *TensorReport) setCalib(mc *ModuleCalib, res []slabResult) {
+func setCalib(t *TensorReport, mc *ModuleCalib, res []slabResult) {
 	if mc == nil {
 		return
 	}

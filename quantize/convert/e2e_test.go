@@ -2,6 +2,7 @@ package convert_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"pdq/quantize/convert"
@@ -566,7 +568,7 @@ func checkPlanSizes(t *testing.T, p *convert.Plan, out string, rep *convert.Repo
 		if o == nil {
 			continue
 		}
-		dir := filepath.Join(out, o.Kind)
+		dir := filepath.Join(out, string(o.Kind))
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -609,5 +611,146 @@ func checkPlanSizes(t *testing.T, p *convert.Plan, out string, rep *convert.Repo
 		if want != written {
 			t.Errorf("report: %s_bytes %d, wrote %d", o.Kind, want, written)
 		}
+	}
+}
+
+// TestReviewProgressReachesTotal: the progress callback ends at done == total, also for an FP8
+// source whose modules read scale tensors besides their weights.
+func TestProgressReachesTotal(t *testing.T) {
+	var ts []raw
+	ts = append(ts, bf16Tensor("model.embed_tokens.weight", 1, 16, 128))
+	ts = append(ts, fp8Tensor("model.layers.1.self_attn.q_proj.weight", 2, 200, 256, false)...)
+	ts = append(ts, fp8Tensor("model.layers.1.mlp.experts.0.gate_proj.weight", 3, 64, 128, false)...)
+	src := writeCheckpoint(t, ts, fp8Config)
+	var mu sync.Mutex
+	var last, total int64
+	ro := convert.RunOptions{Workers: 2, Progress: func(d, tot int64, _ string) {
+		mu.Lock()
+		defer mu.Unlock()
+		last, total = max(last, d), tot
+	}}
+	convertTo(t, src, filepath.Join(t.TempDir(), "out"), convert.Options{}, ro)
+	if last != total || total == 0 {
+		t.Errorf("progress ended at %d of %d bytes", last, total)
+	}
+}
+
+// TestReviewInputScaleDropped: a compressed-tensors FP8 source may carry static activation
+// scales (M.input_scale, FORMATS.md §2). The decode checkpoint turns those modules into INT4 or
+// BF16 with no activation quantization, so an input_scale left beside them is a tensor no
+// engine parameter takes; the prefill copy keeps it.
+func TestInputScaleDropped(t *testing.T) {
+	const expert, attn = "model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.self_attn.q_proj"
+	inScale := func(module string) raw {
+		b := binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.01))
+		return raw{module + ".input_scale", safetensors.F32, []int64{1}, b}
+	}
+	var ts []raw
+	ts = append(ts, bf16Tensor("model.embed_tokens.weight", 1, 16, 128))
+	ts = append(ts, ctFP8Tensor(attn, 2, 128, 128)...)
+	ts = append(ts, inScale(attn))
+	ts = append(ts, ctFP8Tensor(expert, 3, 64, 128)...)
+	ts = append(ts, inScale(expert))
+	src := writeCheckpoint(t, ts, map[string]any{"model_type": "glm4_moe", "quantization_config": map[string]any{
+		"quant_method": "compressed-tensors", "format": "float-quantized"}})
+	out := filepath.Join(t.TempDir(), "out")
+	convertTo(t, src, out, convert.Options{}, convert.RunOptions{Workers: 2})
+	dec := readTensors(t, filepath.Join(out, "decode"))
+	for _, m := range []string{expert, attn} {
+		if dec[m+".input_scale"] != nil {
+			t.Errorf("decode holds %s.input_scale beside a module without activation quantization", m)
+		}
+	}
+	if dec[expert+".weight_packed"] == nil || dec[attn+".weight"] == nil {
+		t.Errorf("decode misses the converted modules")
+	}
+	pre := readTensors(t, filepath.Join(out, "prefill"))
+	if pre[expert+".input_scale"] == nil {
+		t.Errorf("prefill copy lost %s.input_scale", expert)
+	}
+}
+
+// TestReviewPerChannelAnyWidth: --group-size 0 (one INT4 scale per output channel) converts
+// experts whose in features are not 32, 64 or 128 (every real model: K = 2048, 7168, ...), and
+// verify accepts what it wrote.
+func TestPerChannelAnyWidth(t *testing.T) {
+	const e = "model.layers.1.mlp.experts.0."
+	src := writeCheckpoint(t, []raw{
+		bf16Tensor("model.embed_tokens.weight", 1, 16, 136),
+		bf16Tensor(e+"gate_proj.weight", 2, 64, 136),
+		bf16Tensor(e+"up_proj.weight", 3, 64, 136),
+		bf16Tensor(e+"down_proj.weight", 4, 136, 64),
+	}, map[string]any{"model_type": "glm4_moe"})
+	out := filepath.Join(t.TempDir(), "out")
+	o := convert.Options{GroupSize: convert.PerChannel, Only: "decode"}
+	if _, err := runPlan(plan(t, src, o), out, convert.RunOptions{Workers: 2}); err != nil {
+		t.Fatalf("per-channel conversion: %v", err)
+	}
+	dec := readTensors(t, filepath.Join(out, "decode"))
+	if s := dec[e+"gate_proj.weight_scale"]; s == nil || !sameShape(s.Shape, []int64{64, 1}) {
+		t.Errorf("gate_proj.weight_scale: %+v, want shape [64 1]", s)
+	}
+	ck, err := safetensors.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	v, err := convert.Verify(context.Background(), ck, filepath.Join(out, "decode"), 2)
+	if err != nil || !v.OK() {
+		t.Errorf("verify: %v %v", err, v)
+	}
+}
+
+// ctFP8Tensor returns a compressed-tensors FP8 weight [n, k] with its per-channel weight_scale
+// [n, 1] (the GLM-4.x-FP8 layout).
+func ctFP8Tensor(module string, seed uint64, n, k int64) []raw {
+	b := make([]byte, n*k)
+	for i, v := range weights(seed, int(n*k)) {
+		b[i] = safetensors.Float32ToF8E4M3(v * 448 / 0.1)
+	}
+	s := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(s[4*i:], math.Float32bits(0.1/448))
+	}
+	return []raw{{module + ".weight", safetensors.F8E4M3, []int64{n, k}, b}, {module + ".weight_scale", safetensors.F32, []int64{n, 1}, s}}
+}
+
+// TestReviewVerifyCTFP8Prefill: the prefill output of a compressed-tensors FP8 source is the
+// source unchanged (its config says compressed-tensors too); verify checks it as a prefill copy,
+// not as a decode checkpoint, and still notices a changed byte.
+func TestVerifyCTFP8Prefill(t *testing.T) {
+	var ts []raw
+	ts = append(ts, bf16Tensor("model.embed_tokens.weight", 1, 16, 128))
+	ts = append(ts, ctFP8Tensor("model.layers.1.self_attn.q_proj", 2, 128, 128)...)
+	ts = append(ts, ctFP8Tensor("model.layers.1.mlp.experts.0.gate_proj", 3, 64, 128)...)
+	src := writeCheckpoint(t, ts, map[string]any{"model_type": "glm4_moe", "quantization_config": map[string]any{
+		"quant_method": "compressed-tensors", "format": "float-quantized"}})
+	out := filepath.Join(t.TempDir(), "out")
+	convertTo(t, src, out, convert.Options{}, convert.RunOptions{Workers: 2})
+	ck, err := safetensors.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	pre := filepath.Join(out, "prefill")
+	v, err := convert.Verify(context.Background(), ck, pre, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Output != "prefill" || !v.OK() {
+		t.Fatalf("verify prefill: output %q, problems %v", v.Output, v.Problems)
+	}
+	// The same check must fail on a copy that differs.
+	shard := filepath.Join(pre, "model.safetensors")
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(shard, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := convert.Verify(context.Background(), ck, pre, 2); err != nil || v.OK() {
+		t.Errorf("verify of a changed prefill copy: err %v, problems %v", err, v)
 	}
 }

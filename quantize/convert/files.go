@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"pdq/internal/fsutil"
 )
 
 // copySource copies or links an FP8 source's shards into prefill/ unchanged. It runs beside the
@@ -40,6 +42,7 @@ func (r *runner) copySource(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.ro.Events.shardDone(KindPrefill, s.Name, size)
 	}
 	return nil
 }
@@ -49,7 +52,7 @@ func (r *runner) copySource(ctx context.Context) error {
 // hashes the linked file. The copy stops at the next 8 MiB chunk when ctx is cancelled.
 func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string, error) {
 	if link {
-		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
+		tmp := fsutil.PartialName(dst)
 		os.Remove(tmp)
 		target := src
 		if t, err := filepath.EvalSymlinks(src); err == nil {
@@ -60,7 +63,7 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string,
 				os.Remove(tmp)
 				return 0, "", fmt.Errorf("convert: link %s: %w", src, err)
 			}
-			return hashFile(dst)
+			return hashFile(ctx, dst)
 		}
 		slog.Info("hard link not possible; copying", "src", src)
 	}
@@ -99,63 +102,42 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string,
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// copyFile makes dst a copy of src (temporary name, then rename).
+// copyFile makes dst a copy of src (temporary name, then rename), with src's permission bits
+// at most 0644: a copy is never readable by more users than its source.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
 	defer in.Close()
-	return writeAtomic(dst, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
-}
-
-// writeFileAtomic writes data to a temporary name, syncs it and renames it over path.
-func writeFileAtomic(path string, data []byte) error {
-	return writeAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// writeAtomic writes a file through fill under a temporary name (".NAME.partial"), syncs it and
-// renames it to path; on any error the temporary file is removed and path is untouched.
-func writeAtomic(path string, fill func(io.Writer) error) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	fi, err := in.Stat()
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
-	err = fill(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("convert: write %s: %w", path, err)
-	}
-	return nil
+	return convertErr(fsutil.WriteAtomicPerm(dst, fi.Mode().Perm()&0o644, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	}))
+}
+
+// writeFileAtomic and writeAtomic are fsutil's, with convert's error prefix.
+func writeFileAtomic(path string, data []byte) error {
+	return convertErr(fsutil.WriteFileAtomic(path, data))
+}
+
+func writeAtomic(path string, fill func(io.Writer) error) error {
+	return convertErr(fsutil.WriteAtomic(path, fill))
 }
 
 // hashFile returns the size and SHA-256 of a file.
-func hashFile(path string) (int64, string, error) {
-	f, err := os.Open(path)
+func hashFile(ctx context.Context, path string) (int64, string, error) {
+	n, sum, err := fsutil.HashFile(ctx, path)
+	return n, sum, convertErr(err)
+}
+
+func convertErr(err error) error {
 	if err != nil {
-		return 0, "", err
+		return fmt.Errorf("convert: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return 0, "", fmt.Errorf("convert: hash %s: %w", path, err)
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ func (r *runner) finish() (*Report, error) {
 		if out == nil {
 			continue
 		}
-		dir := filepath.Join(r.dir, out.Kind)
+		dir := filepath.Join(r.dir, string(out.Kind))
 		// Side files, then config.json, then the index: an output with an index is complete.
 		if err := copySideFiles(p.Source.Dir, dir); err != nil {
 			return nil, err
@@ -66,7 +67,9 @@ func (r *runner) finish() (*Report, error) {
 
 // copySideFiles copies every regular file of the source directory that is not a weight shard, the
 // index or config.json (tokenizer files, generation_config.json, chat templates, *.py, LICENSE,
-// README) into dst.
+// README) into dst. A symbolic link is followed only to a file inside the source directory or,
+// for a Hugging Face cache snapshot (.../snapshots/REV), inside that repository's blobs/; any
+// other link (a tokenizer.json pointing at /etc/shadow) is skipped with a warning.
 func copySideFiles(src, dst string) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
@@ -74,13 +77,14 @@ func copySideFiles(src, dst string) error {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		regular := e.Type().IsRegular()
-		if e.Type()&os.ModeSymlink != 0 { // a Hugging Face cache snapshot links to its blobs
-			fi, err := os.Stat(filepath.Join(src, name))
-			regular = err == nil && fi.Mode().IsRegular()
-		}
-		if !regular || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
+		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".safetensors") ||
 			name == safetensors.IndexFileName || name == "config.json" {
+			continue
+		}
+		if ok, why := sideFileAllowed(src, name); !ok {
+			if why != "" {
+				slog.Warn("side file not copied", "file", filepath.Join(src, name), "why", why)
+			}
 			continue
 		}
 		if err := copyFile(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
@@ -88,4 +92,40 @@ func copySideFiles(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// sideFileAllowed reports whether src/name is a regular file convert may copy into an output:
+// the file itself, or a symbolic link resolving inside src or a Hugging Face cache blobs/
+// directory of src's repository. why says why a link is refused ("" for a directory or
+// other non-file, which is skipped silently).
+func sideFileAllowed(src, name string) (ok bool, why string) {
+	path := filepath.Join(src, name)
+	li, err := os.Lstat(path)
+	if err != nil {
+		return false, err.Error()
+	}
+	if li.Mode().IsRegular() {
+		return true, ""
+	}
+	if li.Mode()&os.ModeSymlink == 0 {
+		return false, ""
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false, "a dangling link"
+	}
+	if fi, err := os.Stat(target); err != nil || !fi.Mode().IsRegular() {
+		return false, ""
+	}
+	root, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return false, err.Error()
+	}
+	if within(target, root) {
+		return true, ""
+	}
+	if filepath.Base(filepath.Dir(root)) == "snapshots" && within(target, filepath.Join(filepath.Dir(filepath.Dir(root)), "blobs")) {
+		return true, "" // a Hugging Face cache snapshot links to its repository's blobs
+	}
+	return false, "a link to " + target + ", outside the source directory"
 }

@@ -68,7 +68,7 @@ func TestFullDisk(t *testing.T) {
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2, Resume: true}); err != nil {
+	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2, Existing: convert.Resume}); err != nil {
 		t.Fatalf("resume after freeing space: %v", err)
 	}
 	sameFiles(t, "resumed after a full disk vs uninterrupted", outputFiles(t, ref), outputFiles(t, out))

@@ -4,8 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"pdq/quantize"
@@ -78,4 +82,72 @@ func hashFiles(files map[string][]byte) string {
 		h.Write(files[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+var update = flag.Bool("update", false, "rewrite the golden layout files under testdata/golden")
+
+// TestGoldenLayout pins a whole conversion in a file a person can read: the SHA-256 and size of
+// every output file, and the full text of each output's config.json and index. A change of
+// layout, tensor naming or quantization_config shows up as a diff of that file; go test -run
+// GoldenLayout -update rewrites it (commit it with a message saying why).
+func TestGoldenLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  func(testing.TB) string
+		o    convert.Options
+	}{
+		{"glm4-bf16-mse-g32", glm4Source, convert.Options{GroupSize: 32, Method: quantize.MethodMSE}},
+		{"deepseek-fp8-rtn-g64", deepseekSource, convert.Options{GroupSize: 64, Method: quantize.MethodRTN}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			tc.o.MaxShardSize = 1 << 20
+			convertTo(t, tc.src(t), out, tc.o, convert.RunOptions{Workers: 2})
+			files := outputFiles(t, out)
+			delete(files, "report.json") // its figures are pinned by TestGoldenOutputs
+			var b strings.Builder
+			names := make([]string, 0, len(files))
+			for k := range files {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				sum := sha256.Sum256(files[k])
+				fmt.Fprintf(&b, "%x %9d %s\n", sum, len(files[k]), k)
+			}
+			for _, k := range names {
+				if strings.HasSuffix(k, "/config.json") || strings.HasSuffix(k, ".index.json") {
+					fmt.Fprintf(&b, "\n== %s\n%s", k, files[k])
+				}
+			}
+			path := filepath.Join("testdata", "golden", tc.name+".txt")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run GoldenLayout -update writes it)", err)
+			}
+			if got := b.String(); got != string(want) {
+				gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+				for i := range max(len(gl), len(wl)) {
+					var g, w string
+					if i < len(gl) {
+						g = gl[i]
+					}
+					if i < len(wl) {
+						w = wl[i]
+					}
+					if g != w {
+						t.Fatalf("%s differs from this conversion at line %d:\n got: %s\nwant: %s\n(go test -run GoldenLayout -update rewrites it)", path, i+1, g, w)
+					}
+				}
+			}
+		})
+	}
 }

@@ -61,7 +61,7 @@ func loadJournal(dir, name string) (*journal, error) {
 	lines := bytes.Split(b, []byte("\n"))
 	var head journalHead
 	if err := json.Unmarshal(lines[0], &head); err != nil {
-		return nil, fmt.Errorf("convert: %s: %w (delete it or use --force to start over)", filepath.Join(dir, name), err)
+		return nil, fmt.Errorf("convert: %s: %w: %v", filepath.Join(dir, name), ErrBadJournal, err)
 	}
 	j.PlanID = head.PlanID
 	for _, line := range lines[1:] {
@@ -137,7 +137,7 @@ func verifyJournal(ctx context.Context, dir string, j *journal) error {
 			return err
 		}
 		fs := j.Shards[k]
-		size, sum, err := hashFile(filepath.Join(dir, filepath.FromSlash(k)))
+		size, sum, err := hashFile(ctx, filepath.Join(dir, filepath.FromSlash(k)))
 		if err != nil || size != fs.Size || sum != fs.SHA256 {
 			slog.Warn("finished shard missing or changed; redoing it", "shard", k)
 			delete(j.Shards, k)

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"pdq/internal/fsutil"
 )
 
 // ErrSplitDir: a whole conversion was asked of an output directory that holds the parts of a
 // split one.
-var ErrSplitDir = errors.New("output directory holds parts of a split conversion (merge them, or resume/force explicitly)")
+var ErrSplitDir = errors.New("output directory holds parts of a split conversion")
 
 // ErrPartsIncomplete: Merge found a part missing, unfinished, or run with another plan.
 var ErrPartsIncomplete = errors.New("the parts of the conversion are not all finished")
@@ -121,6 +123,14 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 	if err := checkApart(p.Source, dir); err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("convert: %s: %w: no part has started here", dir, ErrPartsIncomplete)
+	}
+	unlock, err := lockDir(dir, Part{})
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	n, err := partCount(dir)
 	if err != nil {
 		return nil, err
@@ -136,6 +146,12 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		free, err := fsutil.Lock(filepath.Join(dir, pp.Part.journalName()+".lock"))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("part %s is still running (%v)", pp.Part, err))
+			continue
+		}
+		free()
 		j, err := loadJournal(dir, pp.Part.journalName())
 		if err != nil {
 			return nil, err

@@ -61,7 +61,7 @@ type WorkUnit struct {
 	Cost  float64 // estimated CPU seconds to produce it
 	first int     // index of the first module it holds, for ordering
 	shard int     // shard index within its output (or the source shard index)
-	set   string  // "prefill" or "decode"
+	set   OutputKind
 }
 
 // PartPlan is what one part of a split conversion writes.
@@ -85,11 +85,8 @@ const (
 )
 
 // moduleCost estimates the CPU seconds module m costs in output kind.
-func (p *Plan) moduleCost(m *Module, kind string) float64 {
-	scheme := m.Decode
-	if kind == "prefill" {
-		scheme = m.Prefill
-	}
+func (p *Plan) moduleCost(m *Module, kind OutputKind) float64 {
+	scheme := m.scheme(kind)
 	w := float64(m.Weight.NumElements())
 	var ns float64
 	switch scheme {
@@ -127,7 +124,7 @@ func (p *Plan) units() []WorkUnit {
 			idx := map[string]int{}
 			for i, s := range p.Source.Shards {
 				idx[s.Name] = i
-				us = append(us, WorkUnit{Key: out.Kind + "/" + s.Name, Bytes: s.Size, Cost: float64(s.Size) * nsCopyByte * 1e-9,
+				us = append(us, WorkUnit{Key: string(out.Kind) + "/" + s.Name, Bytes: s.Size, Cost: float64(s.Size) * nsCopyByte * 1e-9,
 					first: len(p.Modules), shard: i, set: out.Kind})
 			}
 			for mi, m := range p.Modules {
@@ -139,7 +136,7 @@ func (p *Plan) units() []WorkUnit {
 		}
 		base := len(us)
 		for i, sh := range out.Shards {
-			us = append(us, WorkUnit{Key: out.Kind + "/" + sh.FileName, Bytes: sh.Layout.FileSize, first: len(p.Modules), shard: i, set: out.Kind})
+			us = append(us, WorkUnit{Key: string(out.Kind) + "/" + sh.FileName, Bytes: sh.Layout.FileSize, first: len(p.Modules), shard: i, set: out.Kind})
 		}
 		for mi, m := range p.Modules {
 			specs := p.OutputSpecs(m, out.Kind)

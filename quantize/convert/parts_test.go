@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"pdq/internal/fsutil"
 	"pdq/quantize/convert"
 )
 
@@ -66,7 +67,7 @@ func TestPartsMergeIdentical(t *testing.T) {
 				}
 				sameFiles(t, fmt.Sprintf("%s: single run vs %d parts merged", tc.name, n), want, outputFiles(t, out))
 				// The merged directory is a finished conversion: the same command again is a resume with nothing to do.
-				if _, err := runPlan(p, out, convert.RunOptions{Resume: true}); err != nil {
+				if _, err := runPlan(p, out, convert.RunOptions{Existing: convert.Resume}); err != nil {
 					t.Fatalf("resume after merge: %v", err)
 				}
 				sameFiles(t, fmt.Sprintf("%s: %d parts merged, then resumed", tc.name, n), want, outputFiles(t, out))
@@ -173,7 +174,7 @@ func TestMergeRefusesIncomplete(t *testing.T) {
 	if _, err := runPlan(p, out, convert.RunOptions{}); !errors.Is(err, convert.ErrSplitDir) {
 		t.Fatalf("whole run into a split directory: %v", err)
 	}
-	if _, err := runPlan(p, out, convert.RunOptions{Part: convert.Part{Index: 0, Count: 2}, Force: true}); !errors.Is(err, convert.ErrBadOptions) {
+	if _, err := runPlan(p, out, convert.RunOptions{Part: convert.Part{Index: 0, Count: 2}, Existing: convert.Restart}); !errors.Is(err, convert.ErrBadOptions) {
 		t.Fatalf("a part with Force: %v", err)
 	}
 }
@@ -217,4 +218,38 @@ func TestPartsInProcessesKilled(t *testing.T) {
 	}
 	sameFiles(t, "3 parts in processes, one killed and rerun, vs a single run", want, outputFiles(t, out))
 	checkNoPartial(t, out)
+}
+
+// TestRunLocks: a second run of the same output directory, or of the same part, is refused with
+// ErrBusy naming the holder; other parts proceed; a merge while a part runs is refused.
+func TestRunLocks(t *testing.T) {
+	src := glm4Source(t)
+	p := plan(t, src, convert.Options{GroupSize: 32, MaxShardSize: 1 << 20})
+	out := filepath.Join(t.TempDir(), "out")
+	os.MkdirAll(out, 0o755)
+	unlock, err := fsutil.Lock(filepath.Join(out, convert.JournalName+".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runPlan(p, out, convert.RunOptions{}); !errors.Is(err, convert.ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second run of a locked directory: %v, want ErrBusy naming the holder", err)
+	}
+	unlock()
+	split := filepath.Join(t.TempDir(), "split")
+	os.MkdirAll(split, 0o755)
+	unlock, err = fsutil.Lock(filepath.Join(split, ".pdq-journal.part-0001-of-0002.json.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convert.Run(context.Background(), p, split, convert.RunOptions{Part: convert.Part{Index: 1, Count: 2}}); !errors.Is(err, convert.ErrBusy) {
+		t.Fatalf("the same part twice: %v, want ErrBusy", err)
+	}
+	if _, err := convert.Run(context.Background(), p, split, convert.RunOptions{Part: convert.Part{Index: 0, Count: 2}}); err != nil {
+		t.Fatalf("another part beside a running one: %v", err)
+	}
+	os.WriteFile(filepath.Join(split, ".pdq-journal.part-0001-of-0002.json"), []byte(`{"plan_id":"`+p.ID()+`"}`+"\n"), 0o644)
+	if _, err := convert.Merge(context.Background(), p, split, convert.RunOptions{}); !errors.Is(err, convert.ErrPartsIncomplete) || !strings.Contains(err.Error(), "part 1/2 is still running") {
+		t.Fatalf("merge while part 1 runs: %v", err)
+	}
+	unlock()
 }

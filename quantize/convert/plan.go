@@ -15,20 +15,21 @@ import (
 
 	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/report"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
 
-// Scheme says what an output does with one source module.
-type Scheme string
+// Scheme says what an output does with one source module (report.Scheme).
+type Scheme = report.Scheme
 
-// The schemes.
+// The schemes (see package report).
 const (
-	SchemeCopy     Scheme = "copy"      // bytes unchanged
-	SchemeInt4     Scheme = "int4"      // compressed-tensors pack-quantized group INT4
-	SchemeFP8Block Scheme = "fp8-block" // FP8 e4m3 with 128x128 block scales, quantized from dense values
-	SchemeFP8Keep  Scheme = "fp8-keep"  // FP8 source blocks kept as they are (renamed for compressed-tensors)
-	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
+	SchemeCopy     = report.SchemeCopy
+	SchemeInt4     = report.SchemeInt4
+	SchemeFP8Block = report.SchemeFP8Block
+	SchemeFP8Keep  = report.SchemeFP8Keep
+	SchemeBF16     = report.SchemeBF16
 )
 
 // DefaultTargets matches the routed-expert Linear modules of GLM, DeepSeek, Kimi and Qwen-style
@@ -36,7 +37,7 @@ const (
 const DefaultTargets = `\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)$`
 
 // FP8BlockSize is the block edge of the FP8 schemes pdq writes.
-const FP8BlockSize = 128
+const FP8BlockSize = report.FP8BlockSize
 
 // DefaultMaxShardSize is the largest output shard unless told otherwise (5 GB, as the Hugging Face
 // tools use).
@@ -50,9 +51,11 @@ type Options struct {
 	Targets       string          // regex over module names selecting INT4 modules (default DefaultTargets)
 	Ignore        string          // regex over module names kept out of every quantization
 	DecodeDense   string          // "bf16" (default) or "fp8": what the decode checkpoint keeps for non-target Linears
-	Only          string          // "", "prefill" or "decode"
+	Only          OutputKind      // "" (both), KindPrefill or KindDecode
 	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
 	OnUnsupported string          // "error" (default) or "skip": keep unsupported targets dense and list them
+	// NoInt4OK accepts a decode output without any INT4 module (otherwise ErrNoTargets).
+	NoInt4OK bool `json:",omitempty"`
 
 	// Calib, when set, holds the calibration statistics the INT4 modules use (see CalibMethod);
 	// the plan ID includes the file's SHA-256, so a resumed run refuses a different file.
@@ -75,6 +78,9 @@ var (
 	ErrMissingScale = errors.New("FP8 weight without a scale companion")
 	// ErrBadOptions: options that contradict each other or the source.
 	ErrBadOptions = errors.New("invalid options")
+	// ErrNoTargets: the decode output would hold no INT4 module (nothing matches the targets,
+	// or the ignore pattern removes every match).
+	ErrNoTargets = errors.New("no module to quantize to INT4")
 )
 
 // PerChannel as Options.GroupSize gives one INT4 scale per output channel.
@@ -115,12 +121,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
 	case o.DecodeDense != "bf16" && o.DecodeDense != "fp8":
 		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
-	case o.Only != "" && o.Only != "prefill" && o.Only != "decode":
+	case o.Only != "" && o.Only != KindPrefill && o.Only != KindDecode:
 		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
 	case o.OnUnsupported != "error" && o.OnUnsupported != "skip":
 		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
-	case o.Method != "rtn" && o.Method != "mse":
-		return fmt.Errorf("%w: method %q (want rtn or mse)", ErrBadOptions, o.Method)
+	case o.Method.Check() != nil:
+		return fmt.Errorf("%w: %v", ErrBadOptions, o.Method.Check())
 	case o.SignedScales && o.Method != "mse":
 		return fmt.Errorf("%w: signed scales need the mse method, not %q", ErrBadOptions, o.Method)
 	}
@@ -146,7 +152,7 @@ type Module struct {
 
 // Output is the planned layout of one output checkpoint.
 type Output struct {
-	Kind   string // "prefill" or "decode"
+	Kind   OutputKind
 	Shards []safetensors.ShardPlan
 	// CopySource: the output is the source's shard files unchanged (FP8 source prefill).
 	CopySource bool
@@ -194,14 +200,17 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	if err := rules.CheckConfig(cfg); err != nil {
+		return nil, fmt.Errorf("convert: %s: %w", src.Dir, err)
+	}
 	targets, err := regexp.Compile(o.Targets)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --targets: %v", ErrBadOptions, err)
+		return nil, fmt.Errorf("%w: targets: %v", ErrBadOptions, err)
 	}
 	var ignore *regexp.Regexp
 	if o.Ignore != "" {
 		if ignore, err = regexp.Compile(o.Ignore); err != nil {
-			return nil, fmt.Errorf("%w: --ignore: %v", ErrBadOptions, err)
+			return nil, fmt.Errorf("%w: ignore: %v", ErrBadOptions, err)
 		}
 	}
 	ts := src.Tensors()
@@ -215,20 +224,23 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	if err := p.buildModules(ts, targets, ignore); err != nil {
 		return nil, err
 	}
+	if err := p.checkTargets(targets, ignore); err != nil {
+		return nil, err
+	}
 	if err := p.planCalib(); err != nil {
 		return nil, err
 	}
-	if o.Only != "decode" {
+	if o.Only != KindDecode {
 		if p.Prefill, err = p.planPrefill(); err != nil {
 			return nil, err
 		}
 	}
-	if o.Only != "prefill" {
+	if o.Only != KindPrefill {
 		if p.Decode, err = p.planDecode(); err != nil {
 			return nil, err
 		}
 	}
-	p.Warnings = p.engineWarnings()
+	p.Warnings = append(p.configWarnings(), p.engineWarnings()...)
 	return p, nil
 }
 
@@ -276,7 +288,7 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 				if m.Scale == nil {
 					return fmt.Errorf("convert: %s: tensor %q: %w (want %s.weight_scale_inv)", t.Shard.Name, t.Name, ErrMissingScale, module)
 				}
-				if !(fp8Source && p.Options.Only == "prefill") && !isChannelScale(m) && !isBlockScale(m) {
+				if !(fp8Source && p.Options.Only == KindPrefill) && !isChannelScale(m) && !isBlockScale(m) {
 					return fmt.Errorf("convert: %s: tensor %q: %w: FP8 scale shape %v (want [%d, 1] per channel or [%d, %d] for %dx%d blocks)",
 						m.Scale.Shard.Name, m.Scale.Name, ErrUnsupported, m.Scale.Shape, m.Rows, ceilDiv(int64(m.Rows), FP8BlockSize), ceilDiv(int64(m.Cols), FP8BlockSize), FP8BlockSize, FP8BlockSize)
 				}
@@ -310,10 +322,7 @@ func (p *Plan) skipSiblings() {
 		}
 		m.Skipped = "kept with " + cause + " (one scheme per expert)"
 		p.Skipped = append(p.Skipped, m.Name+": "+m.Skipped)
-		m.Decode = SchemeCopy
-		if m.Weight.DType == safetensors.F8E4M3 {
-			m.Decode = SchemeBF16
-		}
+		m.Decode = m.denseFallback()
 	}
 }
 
@@ -343,10 +352,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 	// Decode: targets to INT4, the rest per --decode-dense.
 	switch {
 	case ignored:
-		m.Decode = SchemeCopy
-		if fp8 {
-			m.Decode = SchemeBF16
-		}
+		m.Decode = m.denseFallback()
 	case isTarget:
 		m.Decode = SchemeInt4
 		g := o.group(m.Cols)
@@ -361,14 +367,11 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 		}
 		if why != "" {
 			if o.OnUnsupported != "skip" {
-				return fmt.Errorf("convert: %s: tensor %q: %w: %s (use --on-unsupported skip to keep it dense)", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
+				return fmt.Errorf("convert: %s: tensor %q: %w: %s", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
 			}
 			m.Skipped = why
 			p.Skipped = append(p.Skipped, m.Name+": "+why)
-			m.Decode = SchemeCopy
-			if fp8 {
-				m.Decode = SchemeBF16
-			}
+			m.Decode = m.denseFallback()
 		}
 	case o.DecodeDense == "fp8":
 		m.Decode = SchemeFP8Block
@@ -376,10 +379,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 			m.Decode = SchemeFP8Keep
 		}
 	default:
-		m.Decode = SchemeCopy
-		if fp8 {
-			m.Decode = SchemeBF16
-		}
+		m.Decode = m.denseFallback()
 	}
 	if fp8 && m.Decode == SchemeFP8Keep && !isBlockScale(m) {
 		m.Decode = SchemeBF16 // per-channel FP8 has no block form to keep
@@ -395,38 +395,31 @@ func isBlockScale(m *Module) bool {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// OutputSpecs returns the tensors module m contributes to an output ("prefill" or "decode").
-func (p *Plan) OutputSpecs(m *Module, kind string) []safetensors.TensorSpec {
-	scheme := m.Decode
-	if kind == "prefill" {
-		scheme = m.Prefill
-	}
+// OutputSpecs returns the tensors module m contributes to output kind.
+func (p *Plan) OutputSpecs(m *Module, kind OutputKind) []safetensors.TensorSpec {
+	scheme := m.scheme(kind)
 	n, k := int64(m.Rows), int64(m.Cols)
 	w := m.Weight
 	switch scheme {
 	case SchemeInt4:
 		g := int64(p.Options.group(m.Cols))
 		return []safetensors.TensorSpec{
-			{Name: m.Name + ".weight_packed", DType: safetensors.I32, Shape: []int64{n, k / 8}},
-			{Name: m.Name + ".weight_scale", DType: safetensors.BF16, Shape: []int64{n, k / g}},
-			{Name: m.Name + ".weight_shape", DType: safetensors.I64, Shape: []int64{2}},
+			{Name: m.Name + suffixPacked, DType: safetensors.I32, Shape: []int64{n, k / 8}},
+			{Name: m.Name + suffixScale, DType: safetensors.BF16, Shape: []int64{n, k / g}},
+			{Name: m.Name + suffixWeightShape, DType: safetensors.I64, Shape: []int64{2}},
 		}
 	case SchemeFP8Block:
-		scale := ".weight_scale_inv" // DeepSeek-style prefill
-		if kind == "decode" {
-			scale = ".weight_scale" // compressed-tensors naming
-		}
 		return []safetensors.TensorSpec{
-			{Name: m.Name + ".weight", DType: safetensors.F8E4M3, Shape: []int64{n, k}},
-			{Name: m.Name + scale, DType: safetensors.F32, Shape: []int64{ceilDiv(n, FP8BlockSize), ceilDiv(k, FP8BlockSize)}},
+			{Name: m.Name + suffixWeight, DType: safetensors.F8E4M3, Shape: []int64{n, k}},
+			{Name: m.fp8ScaleName(kind), DType: safetensors.F32, Shape: []int64{ceilDiv(n, FP8BlockSize), ceilDiv(k, FP8BlockSize)}},
 		}
 	case SchemeFP8Keep:
 		return []safetensors.TensorSpec{
-			{Name: m.Name + ".weight", DType: safetensors.F8E4M3, Shape: w.Shape},
-			{Name: m.Name + ".weight_scale", DType: m.Scale.DType, Shape: m.Scale.Shape},
+			{Name: m.Name + suffixWeight, DType: safetensors.F8E4M3, Shape: w.Shape},
+			{Name: m.Name + suffixScale, DType: m.Scale.DType, Shape: m.Scale.Shape},
 		}
 	case SchemeBF16:
-		return []safetensors.TensorSpec{{Name: m.Name + ".weight", DType: safetensors.BF16, Shape: w.Shape}}
+		return []safetensors.TensorSpec{{Name: m.Name + suffixWeight, DType: safetensors.BF16, Shape: w.Shape}}
 	}
 	specs := []safetensors.TensorSpec{{Name: w.Name, DType: w.DType, Shape: w.Shape}}
 	if m.Scale != nil { // an FP8 module copied whole (prefill of an FP8 source is a file copy, so decode only)
@@ -435,7 +428,7 @@ func (p *Plan) OutputSpecs(m *Module, kind string) []safetensors.TensorSpec {
 	return specs
 }
 
-func (p *Plan) planOutput(kind string) (*Output, error) {
+func (p *Plan) planOutput(kind OutputKind) (*Output, error) {
 	specs := make([]safetensors.TensorSpec, 0, 3*len(p.Modules))
 	for _, m := range p.Modules {
 		specs = append(specs, p.OutputSpecs(m, kind)...)
@@ -456,9 +449,9 @@ func (p *Plan) planOutput(kind string) (*Output, error) {
 
 func (p *Plan) planPrefill() (*Output, error) {
 	if l := p.Layout.Layout; l == rules.LayoutFP8Block || l == rules.LayoutCTFP8 {
-		return &Output{Kind: "prefill", CopySource: true, Config: p.Config}, nil
+		return &Output{Kind: KindPrefill, CopySource: true, Config: p.Config}, nil
 	}
-	out, err := p.planOutput("prefill")
+	out, err := p.planOutput(KindPrefill)
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +460,7 @@ func (p *Plan) planPrefill() (*Output, error) {
 }
 
 func (p *Plan) planDecode() (*Output, error) {
-	out, err := p.planOutput("decode")
+	out, err := p.planOutput(KindDecode)
 	if err != nil {
 		return nil, err
 	}
@@ -476,13 +469,10 @@ func (p *Plan) planDecode() (*Output, error) {
 }
 
 // Counts returns, per role and scheme, the number of modules of an output.
-func (p *Plan) Counts(kind string) map[string]map[string]int {
+func (p *Plan) Counts(kind OutputKind) map[string]map[string]int {
 	c := map[string]map[string]int{}
 	for _, m := range p.Modules {
-		s := m.Decode
-		if kind == "prefill" {
-			s = m.Prefill
-		}
+		s := m.scheme(kind)
 		if c[string(m.Role)] == nil {
 			c[string(m.Role)] = map[string]int{}
 		}
@@ -501,10 +491,8 @@ func (m *Module) describe() string {
 // 128, INT4 groups a multiple of max(64, group size). GLM-4.5's 1536 at TP8 gives 192: fine for
 // INT4, not for FP8 blocks.
 func (p *Plan) engineWarnings() []string {
-	var inter int
-	if f, ok := p.Config["moe_intermediate_size"].(float64); ok {
-		inter = int(f)
-	}
+	n, _ := rules.ConfigInt(p.Config, "moe_intermediate_size")
+	inter := int(n)
 	if inter <= 0 {
 		return nil
 	}

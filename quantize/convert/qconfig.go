@@ -1,25 +1,18 @@
 package convert
 
 import (
-	"encoding/json"
 	"regexp"
 	"sort"
 	"strings"
+
+	"pdq/quantize/rules"
 )
 
 // compressedTensorsVersion is the compressed-tensors format version written into decode configs.
 const compressedTensorsVersion = "0.12.2"
 
-// cloneConfig deep-copies a parsed config.json (nil gives an empty map).
-func cloneConfig(cfg map[string]any) map[string]any {
-	out := map[string]any{}
-	if cfg == nil {
-		return out
-	}
-	b, _ := json.Marshal(cfg)
-	_ = json.Unmarshal(b, &out)
-	return out
-}
+// cloneConfig deep-copies a parsed config.json, numbers as written (nil gives an empty map).
+func cloneConfig(cfg map[string]any) map[string]any { return rules.CloneConfig(cfg) }
 
 // prefillConfig is the source config with the DeepSeek-style FP8 block quantization_config.
 func (p *Plan) prefillConfig() map[string]any {

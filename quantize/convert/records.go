@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"path/filepath"
 
 	"pdq/quantize"
@@ -10,7 +11,12 @@ import (
 func (r *runner) moduleRecords(mi int) {
 	m := r.plan.Modules[mi]
 	res := r.results[mi]
-	add := func(kind string, scheme Scheme, tensor string, pick func(*slabResult) *quantize.Metrics, rtn bool) {
+	add := func(kind OutputKind, pick func(*slabResult) *quantize.Metrics) {
+		tensor, scheme := m.valueTensor(kind), m.scheme(kind)
+		if tensor == "" {
+			return
+		}
+		rtn := scheme == SchemeInt4
 		var total, rtnTotal quantize.Metrics
 		for i := range res {
 			total.Merge(*pick(&res[i]))
@@ -24,22 +30,17 @@ func (r *runner) moduleRecords(mi int) {
 			v := Float(rtnTotal.SQNR())
 			rec.Row.RTNSQNR, rec.RTN = &v, &rtnTotal
 			rec.Row.GroupSize, rec.Row.Method = r.plan.Options.GroupSize, string(r.plan.Options.Method)
-			rec.Row.setCalib(m.Calib, res)
+			setCalib(&rec.Row, m.Calib, res)
 		}
 		r.jmu.Lock()
-		r.records[kind+"\x00"+tensor] = []record{rec}
+		r.records[recordKey{kind, tensor}] = []record{rec}
 		r.jmu.Unlock()
 	}
-	if r.emits[mi][0] && m.Prefill == SchemeFP8Block {
-		add("prefill", m.Prefill, m.Name+".weight", func(x *slabResult) *quantize.Metrics { return &x.prefill }, false)
+	if r.emits[mi][0] {
+		add(KindPrefill, func(x *slabResult) *quantize.Metrics { return &x.prefill })
 	}
 	if r.emits[mi][1] {
-		switch m.Decode {
-		case SchemeInt4:
-			add("decode", m.Decode, m.Name+".weight_packed", func(x *slabResult) *quantize.Metrics { return &x.decode }, true)
-		case SchemeFP8Block, SchemeBF16:
-			add("decode", m.Decode, m.Name+".weight", func(x *slabResult) *quantize.Metrics { return &x.decode }, false)
-		}
+		add(KindDecode, func(x *slabResult) *quantize.Metrics { return &x.decode })
 	}
 	r.results[mi] = nil
 }
@@ -47,7 +48,7 @@ func (r *runner) moduleRecords(mi int) {
 // journalShard hashes a finished shard and records it with the report rows of its tensors.
 func (r *runner) journalShard(set *shardSet, i int) error {
 	key := set.key(i)
-	size, sum, err := hashFile(filepath.Join(set.dir, set.out.Shards[i].FileName))
+	size, sum, err := hashFile(context.Background(), filepath.Join(set.dir, set.out.Shards[i].FileName))
 	if err != nil {
 		return err
 	}
@@ -55,9 +56,13 @@ func (r *runner) journalShard(set *shardSet, i int) error {
 	r.jmu.Lock()
 	defer r.jmu.Unlock()
 	for _, spec := range set.out.Shards[i].Specs {
-		fs.Records = append(fs.Records, r.records[set.out.Kind+"\x00"+spec.Name]...)
+		fs.Records = append(fs.Records, r.records[recordKey{set.out.Kind, spec.Name}]...)
 	}
-	return r.journal.add(r.dir, key, fs)
+	if err := r.journal.add(r.dir, key, fs); err != nil {
+		return err
+	}
+	r.ro.Events.shardDone(set.out.Kind, set.out.Shards[i].FileName, size)
+	return nil
 }
 
 // report assembles report.json from the records, in plan order.
@@ -67,7 +72,7 @@ func (r *runner) report() *Report {
 		Tool: r.ro.Tool, Source: p.Source.Dir, SourceLayout: p.Layout, Device: r.ro.Device,
 		InputBytes: p.InputBytes(), Skipped: p.Skipped, Warnings: p.Warnings,
 		Options: ReportOptions{GroupSize: p.Options.GroupSize, Method: string(p.Options.Method), SignedScales: p.Options.SignedScales,
-			Targets: p.Options.Targets, Ignore: p.Options.Ignore, DecodeDense: p.Options.DecodeDense, Only: p.Options.Only,
+			Targets: p.Options.Targets, Ignore: p.Options.Ignore, DecodeDense: p.Options.DecodeDense, Only: string(p.Options.Only),
 			MaxShardSize: p.Options.MaxShardSize},
 	}
 	if p.Prefill != nil {
@@ -77,31 +82,23 @@ func (r *runner) report() *Report {
 		rep.DecodeBytes = p.Decode.Bytes(p.Source)
 	}
 	sums := map[[3]string]*roleAcc{}
-	for _, kind := range []string{"prefill", "decode"} {
+	for _, kind := range []OutputKind{KindPrefill, KindDecode} {
 		for _, m := range p.Modules {
-			var tensor string
-			switch s := m.Decode; {
-			case kind == "prefill" && m.Prefill == SchemeFP8Block:
-				tensor = m.Name + ".weight"
-			case kind == "decode" && s == SchemeInt4:
-				tensor = m.Name + ".weight_packed"
-			case kind == "decode" && (s == SchemeFP8Block || s == SchemeBF16):
-				tensor = m.Name + ".weight"
-			}
-			recs := r.records[kind+"\x00"+tensor]
+			tensor := m.valueTensor(kind)
+			recs := r.records[recordKey{kind, tensor}]
 			if tensor == "" || len(recs) == 0 {
 				continue
 			}
 			rec := recs[0]
 			rep.Tensors = append(rep.Tensors, rec.Row)
-			k := [3]string{kind, rec.Row.Role, rec.Row.Scheme}
+			k := [3]string{string(kind), rec.Row.Role, rec.Row.Scheme}
 			if sums[k] == nil {
 				sums[k] = &roleAcc{}
 			}
 			sums[k].add(rec.Row, rec.M, rec.RTN)
 		}
 	}
-	rep.finish(sums)
+	finishReport(rep, sums)
 	rep.Calibration = calibReport(p, rep.Tensors)
 	return rep
 }

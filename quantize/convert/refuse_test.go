@@ -70,13 +70,13 @@ func TestOutputDirRefusals(t *testing.T) {
 	other := smallOptions
 	other.GroupSize = 64
 	convertTo(t, src, out, other, convert.RunOptions{Workers: 2})
-	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Resume: true}); err == nil {
+	if _, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Existing: convert.Resume}); err == nil {
 		t.Errorf("resume of a directory converted with other options succeeded")
 	}
 	if err := os.WriteFile(filepath.Join(out, "decode", "stale.safetensors"), []byte("stale"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	convertTo(t, src, out, smallOptions, convert.RunOptions{Workers: 2, Force: true})
+	convertTo(t, src, out, smallOptions, convert.RunOptions{Workers: 2, Existing: convert.Restart})
 	sameFiles(t, "forced rerun vs fresh run", want, outputFiles(t, out))
 }
 
@@ -371,5 +371,104 @@ func TestNonFinite(t *testing.T) {
 			checkUnfinished(t, out)
 			checkNoPartial(t, out)
 		})
+	}
+}
+
+// TestReviewFP8ScaleShapeRefused: pdq reads FP8 scales per output channel ([N, 1] or [N]) or in
+// 128x128 blocks. Any other scale shape (a per-tensor scalar, a wrong row count) is refused at
+// planning with ErrUnsupported naming the scale tensor, instead of a panic or an out-of-range
+// read in the middle of the run.
+func TestFP8ScaleShapeRefused(t *testing.T) {
+	const module = "model.layers.1.mlp.experts.0.gate_proj"
+	for _, shape := range [][]int64{{}, {1}, {1, 1}, {2, 1}} {
+		ts := ctFP8Tensor(module, 3, 256, 256)
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		ts[1] = raw{ts[1].name, safetensors.F32, shape, make([]byte, 4*n)}
+		ts = append(ts, bf16Tensor("model.embed_tokens.weight", 1, 16, 256))
+		src := writeCheckpoint(t, ts, map[string]any{"model_type": "glm4_moe", "quantization_config": map[string]any{
+			"quant_method": "compressed-tensors", "format": "float-quantized"}})
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("scale %v: panic: %v", shape, r)
+				}
+			}()
+			_, err := tryPlan(t, src, convert.Options{})
+			if !errors.Is(err, convert.ErrUnsupported) || !strings.Contains(err.Error(), module+".weight_scale") {
+				t.Errorf("scale %v: got %v, want ErrUnsupported naming the scale", shape, err)
+			}
+			// A prefill-only run of an FP8 source copies the files and reads no scale.
+			if _, err := tryPlan(t, src, convert.Options{Only: "prefill"}); err != nil {
+				t.Errorf("scale %v, only prefill: %v", shape, err)
+			}
+		}()
+	}
+}
+
+// TestReviewSignedScalesNeedMSE: signed scales exist only in the mse search; asking for them
+// with rtn is refused when planning (pdq plan and convert exit 2 before writing anything), not
+// by the quantizer at the first expert of the run.
+func TestSignedScalesNeedMSE(t *testing.T) {
+	src := writeCheckpoint(t, []raw{bf16Tensor("model.layers.1.mlp.experts.0.gate_proj.weight", 1, 64, 128)}, map[string]any{"model_type": "glm4_moe"})
+	if _, err := tryPlan(t, src, convert.Options{Method: "rtn", SignedScales: true}); !errors.Is(err, convert.ErrBadOptions) {
+		t.Errorf("rtn with signed scales: got %v, want ErrBadOptions", err)
+	}
+	if _, err := tryPlan(t, src, convert.Options{Method: "mse", SignedScales: true}); err != nil {
+		t.Errorf("mse with signed scales: %v", err)
+	}
+}
+
+// TestReviewZeroInFeatures: a target with no in features ([N, 0], a valid safetensors tensor)
+// cannot be INT4: the plan refuses it naming the tensor (no panic with per-channel groups, no
+// late failure in the middle of the run), and --on-unsupported skip keeps it dense.
+func TestZeroInFeatures(t *testing.T) {
+	const gate = "model.layers.1.mlp.experts.0.gate_proj.weight"
+	src := writeCheckpoint(t, []raw{
+		bf16Tensor(gate, 1, 64, 0),
+		bf16Tensor("model.layers.1.self_attn.q_proj.weight", 2, 64, 128),
+	}, map[string]any{"model_type": "glm4_moe"})
+	for _, g := range []int{32, convert.PerChannel} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("group %d: plan panicked: %v", g, r)
+				}
+			}()
+			_, err := tryPlan(t, src, convert.Options{GroupSize: g})
+			if !errors.Is(err, convert.ErrUnsupported) {
+				t.Errorf("group %d: got %v, want ErrUnsupported", g, err)
+			}
+			p, err := tryPlan(t, src, convert.Options{GroupSize: g, OnUnsupported: "skip"})
+			if err != nil {
+				t.Fatalf("group %d, skip: %v", g, err)
+			}
+			if _, err := runPlan(p, filepath.Join(t.TempDir(), "out"), convert.RunOptions{Workers: 2}); err != nil {
+				t.Errorf("group %d, skip: run: %v", g, err)
+			}
+		}()
+	}
+}
+
+// TestFP8ScaleNotPositive: an FP8 weight_scale_inv of 0, a negative or a NaN is refused naming
+// the tensor and the block, and nothing is left under a final name.
+func TestFP8ScaleNotPositive(t *testing.T) {
+	for _, bad := range []float32{0, -0.5, float32(math.NaN()), float32(math.Inf(1))} {
+		var ts []raw
+		ts = append(ts, fp8Tensor("model.layers.1.mlp.experts.0.up_proj.weight", 1, 256, 256, false)...)
+		s := ts[1].data
+		binary.LittleEndian.PutUint32(s[4*3:], math.Float32bits(bad)) // block [1, 1]
+		ts = append(ts, fp8Tensor("model.layers.1.self_attn.o_proj.weight", 3, 256, 256, false)...)
+		src := writeCheckpoint(t, ts, fp8Config)
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := runPlan(plan(t, src, smallOptions), out, convert.RunOptions{Workers: 2})
+		if !errors.Is(err, quantize.ErrBadScale) || !strings.Contains(err.Error(), "up_proj.weight_scale_inv") || !strings.Contains(err.Error(), "block [1, 1]") {
+			t.Errorf("scale %v: %v, want ErrBadScale naming the tensor and block [1, 1]", bad, err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+			t.Errorf("scale %v: report.json written", bad)
+		}
 	}
 }

@@ -7,10 +7,28 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"pdq/internal/fsutil"
 	"pdq/kernels"
+	"pdq/safetensors"
+)
+
+// Existing says what a run does with an output directory that already holds files.
+type Existing int
+
+const (
+	// Refuse a non-empty output directory (ErrNotEmpty).
+	Refuse Existing = iota
+	// Resume the conversion recorded in the directory's journal, keeping its finished shards
+	// (refused with ErrOtherPlan when it was started with other options or another source).
+	Resume
+	// Restart deletes what an earlier conversion wrote there (prefill/, decode/, report.json,
+	// journals) and nothing else, then starts over.
+	Restart
 )
 
 // RunOptions control how a plan is executed (not what it produces).
@@ -18,24 +36,29 @@ type RunOptions struct {
 	Workers     int             // compute workers; <= 0 means GOMAXPROCS
 	MaxMemory   int64           // bytes of tensor data in flight (default 4 GiB)
 	PrefillMode string          // "copy" (default) or "link": how an FP8 source's shards reach prefill/
-	Resume      bool            // continue a run in a non-empty output directory
-	Force       bool            // start over in a non-empty output directory
+	Existing    Existing        // what to do with a non-empty output directory
 	Backend     kernels.Backend // nil: the CPU backend
 	Device      string          // recorded in the report ("cpu", or the GPU name)
 	Tool        string          // tool name and version recorded in outputs
 	Part        Part            // one part of a split conversion (the zero Part: all of it)
 	// Progress, when set, is called with the source bytes done after each slab (from any goroutine).
 	Progress func(done, total int64, tensor string)
+	Events   Events // what the run kept from an earlier one, and each shard it finishes
 }
 
-// ErrNotEmpty: the output directory holds files and neither Resume nor Force was given.
-var ErrNotEmpty = errors.New("output directory is not empty (use --resume to continue or --force to start over)")
+// ErrNotEmpty: the output directory holds files and Existing is Refuse.
+var ErrNotEmpty = errors.New("output directory is not empty")
 
 // ErrOtherPlan: the output directory's journal was written for another source or other options.
-var ErrOtherPlan = errors.New("output directory was started with other options or another source (use --force to start over)")
+var ErrOtherPlan = errors.New("output directory was started with other options or another source")
+
+// ErrBadJournal: the journal of the output directory cannot be read.
+var ErrBadJournal = errors.New("unreadable conversion journal")
 
 // ErrSourceChanged: a source shard changed while it was being converted.
-var ErrSourceChanged = errors.New("source shard changed during the conversion")
+// It is the format package's sentinel, so a change seen while reading and one seen by the final
+// check are the same error to callers.
+var ErrSourceChanged = safetensors.ErrShardChanged
 
 // DefaultMaxMemory is the default budget of tensor bytes in flight.
 const DefaultMaxMemory = 4 << 30
@@ -50,7 +73,7 @@ type runner struct {
 	jmu             sync.Mutex
 	results         [][]slabResult
 	left            []atomic.Int32 // slabs left per module
-	records         map[string][]record
+	records         map[recordKey][]record
 	done            atomic.Int64
 	total           int64
 	budget          *budget
@@ -73,6 +96,11 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := checkApart(p.Source, dir); err != nil {
 		return nil, err
 	}
+	unlock, err := lockDir(dir, ro.Part)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := prepareDir(dir, ro); err != nil {
 		return nil, err
 	}
@@ -96,6 +124,7 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := j.save(dir); err != nil {
 		return nil, err
 	}
+	ro.Events.resumed(p, j, own)
 	r, err := newRunner(p, dir, ro, j, own)
 	if err != nil {
 		return nil, err
@@ -159,7 +188,7 @@ func (ro *RunOptions) defaults() error {
 		if err := ro.Part.check(); err != nil {
 			return err
 		}
-		if ro.Force {
+		if ro.Existing == Restart {
 			return fmt.Errorf("%w: a part never deletes the shared output directory (other parts write there); remove it yourself to start over", ErrBadOptions)
 		}
 	}
@@ -169,15 +198,15 @@ func (ro *RunOptions) defaults() error {
 // newRunner sets up the state of a run over journal j; own, when not nil, holds the journal
 // keys of the files this run may write (a part's), the rest count as written by others.
 func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bool) (*runner, error) {
-	r := &runner{plan: p, ro: ro, dir: dir, journal: j, own: own, records: map[string][]record{}, budget: newBudget(ro.MaxMemory)}
+	r := &runner{plan: p, ro: ro, dir: dir, journal: j, own: own, records: map[recordKey][]record{}, budget: newBudget(ro.MaxMemory)}
 	for _, out := range []*Output{p.Prefill, p.Decode} {
 		if out == nil || out.CopySource {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Join(dir, out.Kind), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, string(out.Kind)), 0o755); err != nil {
 			return nil, fmt.Errorf("convert: %w", err)
 		}
-		set := newShardSet(out, filepath.Join(dir, out.Kind), j, own)
+		set := newShardSet(out, filepath.Join(dir, string(out.Kind)), j, own)
 		if out.Kind == "prefill" {
 			r.prefill = set
 		} else {
@@ -186,7 +215,7 @@ func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bo
 	}
 	for _, fs := range j.Shards {
 		for _, rec := range fs.Records {
-			k := rec.Row.Output + "\x00" + rec.Row.Tensor
+			k := recordKey{OutputKind(rec.Row.Output), rec.Row.Tensor}
 			r.records[k] = append(r.records[k], rec)
 		}
 	}
@@ -204,8 +233,29 @@ func (r *runner) sets() []*shardSet {
 	return s
 }
 
+// ErrBusy: another run holds the output directory (or the same part of it).
+var ErrBusy = fsutil.ErrLocked
+
+// lockDir creates dir and takes the run lock of part pt in it (the whole conversion's for the
+// zero Part): two runs of the same directory, or of the same part, never write at once.
+func lockDir(dir string, pt Part) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	unlock, err := fsutil.Lock(filepath.Join(dir, pt.journalName()+".lock"))
+	if err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	return unlock, nil
+}
+
+// isLockFile reports a run lock's file name.
+func isLockFile(name string) bool {
+	return strings.HasPrefix(name, ".pdq-journal") && strings.HasSuffix(name, ".json.lock")
+}
+
 // prepareDir creates dir or checks that it may be used. A part of a split conversion uses a
-// non-empty dir (other parts write there) and never deletes anything; Force deletes what a
+// non-empty dir (other parts write there) and never deletes anything; Restart deletes what a
 // conversion writes, part journals included, and nothing else.
 func prepareDir(dir string, ro RunOptions) error {
 	ents, err := os.ReadDir(dir)
@@ -215,15 +265,15 @@ func prepareDir(dir string, ro RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
-	if len(ents) == 0 || !ro.Part.Whole() {
-		return nil
+	if !ro.Part.Whole() || !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return !isLockFile(e.Name()) }) {
+		return nil // a part shares the directory; an empty one (but for run locks) is new
 	}
 	parts, err := partJournals(dir)
 	if err != nil {
 		return err
 	}
 	switch {
-	case ro.Force:
+	case ro.Existing == Restart:
 		names := append([]string{"prefill", "decode", "report.json", JournalName}, parts...)
 		for _, name := range names {
 			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
@@ -231,7 +281,7 @@ func prepareDir(dir string, ro RunOptions) error {
 			}
 		}
 		return nil
-	case ro.Resume:
+	case ro.Existing == Resume:
 		return nil
 	}
 	if len(parts) > 0 {

@@ -34,7 +34,7 @@ func newShardSet(out *Output, dir string, j *journal, own map[string]bool) *shar
 }
 
 // key is the journal key of shard i.
-func (s *shardSet) key(i int) string { return s.out.Kind + "/" + s.out.Shards[i].FileName }
+func (s *shardSet) key(i int) string { return string(s.out.Kind) + "/" + s.out.Shards[i].FileName }
 
 // finished reports whether the shard holding tensor name is already complete.
 func (s *shardSet) finished(name string) bool {

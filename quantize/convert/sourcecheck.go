@@ -11,7 +11,7 @@ import (
 )
 
 // ErrOverlapsSource: the output directory is the source, inside it, or holds it. Refused before
-// anything is created or removed, whatever Force says: cleaning such an output would delete the
+// anything is created or removed, even with Restart: cleaning such an output would delete the
 // source.
 var ErrOverlapsSource = errors.New("output directory overlaps the source")
 
@@ -40,7 +40,7 @@ func checkApart(src *safetensors.Checkpoint, dir string) error {
 			return fmt.Errorf("convert: %w", err)
 		}
 		if within(sp, out) || i == 0 && dirSource && within(out, sp) {
-			return fmt.Errorf("convert: --out %s and source %s: %w (choose an output directory outside the source that does not contain it)", dir, src.Opened, ErrOverlapsSource)
+			return fmt.Errorf("convert: output %s and source %s: %w", dir, src.Opened, ErrOverlapsSource)
 		}
 	}
 	return nil

@@ -3,16 +3,16 @@ package convert
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sort"
-	"sync"
 
+	"pdq/internal/par"
 	"pdq/quantize"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -63,17 +63,17 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 	if err != nil {
 		return nil, err
 	}
-	v.Output = kind
+	v.Output = string(kind)
 	p, err := NewPlan(src, srcCfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("convert: verify: re-plan: %w", err)
 	}
 	o := p.Decode
-	if kind == "prefill" {
+	if kind == KindPrefill {
 		o = p.Prefill
 	}
 	if o.CopySource {
-		verifyCopy(v, src, out)
+		verifyCopy(ctx, v, src, out)
 		v.Report = &Report{Source: src.Dir}
 		return v, nil
 	}
@@ -90,11 +90,11 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 
 // optionsFromOutput reads what a conversion did from the output itself: which modules are INT4,
 // FP8 or dense, and the group size from config.json.
-func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options, string, error) {
+func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options, OutputKind, error) {
 	o := Options{TargetSet: map[string]bool{}, IgnoreSet: map[string]bool{}, OnUnsupported: "skip"}
 	qc, _ := cfg["quantization_config"].(map[string]any)
 	method, _ := qc["quant_method"].(string)
-	kind := "prefill"
+	kind := KindPrefill
 	names := map[string]bool{}
 	for _, t := range out.Tensors() {
 		names[t.Name] = true
@@ -104,14 +104,14 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 	}
 	switch method {
 	case "compressed-tensors":
-		kind = "decode"
+		kind = KindDecode
 		o.DecodeDense = "bf16"
 		groups, _ := qc["config_groups"].(map[string]any)
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
 			w, _ := gm["weights"].(map[string]any)
-			if bits, _ := w["num_bits"].(float64); bits == 4 {
-				if gs, ok := w["group_size"].(float64); ok {
+			if bits, _ := rules.IntOf(w["num_bits"]); bits == 4 {
+				if gs, ok := rules.IntOf(w["group_size"]); ok {
 					o.GroupSize = int(gs)
 				} else {
 					o.GroupSize = PerChannel
@@ -128,7 +128,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 		if o.DecodeDense == "fp8" {
 			// Linears left dense beside an FP8 group were ignored on purpose.
 			for _, t := range out.Tensors() {
-				if m, suffix := rules.ModuleOf(t.Name); suffix == "weight" && len(t.Shape) == 2 && t.DType != safetensors.F8E4M3 && !names[m+".weight_packed"] {
+				if m, suffix := rules.ModuleOf(t.Name); suffix == "weight" && len(t.Shape) == 2 && t.DType != safetensors.F8E4M3 && !names[m+suffixPacked] {
 					o.IgnoreSet[m] = true
 				}
 			}
@@ -139,25 +139,25 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 				o.IgnoreSet[m] = true
 			}
 		}
-		o.Only = "prefill"
+		o.Only = KindPrefill
 	default:
 		return o, "", fmt.Errorf("convert: verify: %s: config.json has no quantization_config of a pdq output (quant_method %q)", out.Dir, method)
 	}
-	if kind == "decode" {
-		o.Only = "decode"
+	if kind == KindDecode {
+		o.Only = KindDecode
 	}
 	return o, kind, nil
 }
 
 // verifyCopy checks an output that should be the source's shards unchanged.
-func verifyCopy(v *VerifyResult, src, out *safetensors.Checkpoint) {
+func verifyCopy(ctx context.Context, v *VerifyResult, src, out *safetensors.Checkpoint) {
 	if len(src.Shards) != len(out.Shards) {
 		v.problem("%d shards, the source has %d", len(out.Shards), len(src.Shards))
 		return
 	}
 	for i, s := range src.Shards {
-		_, a, err1 := hashFile(s.Path)
-		_, b, err2 := hashFile(out.Shards[i].Path)
+		_, a, err1 := hashFile(ctx, s.Path)
+		_, b, err2 := hashFile(ctx, out.Shards[i].Path)
 		if err1 != nil || err2 != nil || a != b || s.Name != out.Shards[i].Name {
 			v.problem("shard %s is not a byte-identical copy of the source's %s", out.Shards[i].Name, s.Name)
 		}
@@ -198,45 +198,18 @@ func verifyLayout(v *VerifyResult, p *Plan, o *Output, out *safetensors.Checkpoi
 }
 
 // verifyValues recomputes the metrics of every converted module, and checks copies byte for byte.
-func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind string, out *safetensors.Checkpoint, workers int) error {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind OutputKind, out *safetensors.Checkpoint, workers int) error {
 	type result struct {
 		rec     *record
 		problem string
 	}
 	results := make([]result, len(p.Modules))
-	idx := make(chan int)
-	var wg sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range idx {
-				rec, prob, err := verifyModule(ctx, p, kind, p.Modules[i], out)
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					continue
-				}
-				results[i] = result{rec, prob}
-			}
-		}()
-	}
-	for i := range p.Modules {
-		if ctx.Err() != nil {
-			break
-		}
-		idx <- i
-	}
-	close(idx)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	if err := ctx.Err(); err != nil {
+	err := par.ForEach(ctx, len(p.Modules), workers, func(i int) error {
+		rec, prob, err := verifyModule(ctx, p, kind, p.Modules[i], out)
+		results[i] = result{rec, prob}
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	rep := &Report{Source: p.Source.Dir, SourceLayout: p.Layout}
@@ -249,23 +222,20 @@ func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind string, ou
 			continue
 		}
 		rep.Tensors = append(rep.Tensors, r.rec.Row)
-		k := [3]string{kind, r.rec.Row.Role, r.rec.Row.Scheme}
+		k := [3]string{string(kind), r.rec.Row.Role, r.rec.Row.Scheme}
 		if sums[k] == nil {
 			sums[k] = &roleAcc{}
 		}
 		sums[k].add(r.rec.Row, r.rec.M, nil)
 	}
-	rep.finish(sums)
+	finishReport(rep, sums)
 	v.Report = rep
 	return nil
 }
 
 // verifyModule reads one module from source and output and measures it.
-func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *safetensors.Checkpoint) (*record, string, error) {
-	scheme := m.Decode
-	if kind == "prefill" {
-		scheme = m.Prefill
-	}
+func verifyModule(ctx context.Context, p *Plan, kind OutputKind, m *Module, out *safetensors.Checkpoint) (*record, string, error) {
+	scheme := m.scheme(kind)
 	src := p.Source
 	read := func(ck *safetensors.Checkpoint, name string) ([]byte, error) {
 		t := ck.Tensor(name)
@@ -310,16 +280,15 @@ func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *saf
 		return nil, "", fmt.Errorf("convert: verify: %s: %w", m.describe(), err)
 	}
 	got := make([]float32, len(vals))
-	var tensor string
+	tensor := m.valueTensor(kind)
 	switch scheme {
 	case SchemeInt4:
-		tensor = m.Name + ".weight_packed"
 		packed, err := read(out, tensor)
 		if err != nil {
 			return nil, "", err
 		}
-		st := out.Tensor(m.Name + ".weight_scale")
-		scales, err := read(out, m.Name+".weight_scale")
+		st := out.Tensor(m.Name + suffixScale)
+		scales, err := read(out, m.Name+suffixScale)
 		if err != nil {
 			return nil, "", err
 		}
@@ -327,24 +296,19 @@ func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *saf
 		if err := quantize.DequantizeInt4(got, packed, scales, st.DType, m.Rows, m.Cols, g); err != nil {
 			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
 		}
-		shape, err := read(out, m.Name+".weight_shape")
+		shape, err := read(out, m.Name+suffixWeightShape)
 		if err != nil {
 			return nil, "", err
 		}
-		if prob := checkShape(shape, out.Tensor(m.Name+".weight_shape").DType, m); prob != "" {
+		if prob := checkShape(shape, out.Tensor(m.Name+suffixWeightShape).DType, m); prob != "" {
 			return nil, prob, nil
 		}
 	case SchemeFP8Block:
-		tensor = m.Name + ".weight"
 		data, err := read(out, tensor)
 		if err != nil {
 			return nil, "", err
 		}
-		scaleName := m.Name + ".weight_scale_inv"
-		if kind == "decode" {
-			scaleName = m.Name + ".weight_scale"
-		}
-		sb, err := read(out, scaleName)
+		sb, err := read(out, m.fp8ScaleName(kind))
 		if err != nil {
 			return nil, "", err
 		}
@@ -356,7 +320,6 @@ func verifyModule(ctx context.Context, p *Plan, kind string, m *Module, out *saf
 			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
 		}
 	case SchemeBF16:
-		tensor = m.Name + ".weight"
 		b, err := read(out, tensor)
 		if err != nil {
 			return nil, "", err
@@ -375,23 +338,16 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 	var n, k int64
 	switch dt {
 	case safetensors.I64:
-		n, k = int64(leU64(b)), int64(leU64(b[8:]))
+		n, k = int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
 	case safetensors.I32:
-		n, k = int64(int32(leU32(b))), int64(int32(leU32(b[4:])))
+		n, k = int64(int32(binary.LittleEndian.Uint32(b))), int64(int32(binary.LittleEndian.Uint32(b[4:])))
 	default:
-		return fmt.Sprintf("tensor %q: dtype %s, want I64", m.Name+".weight_shape", dt)
+		return fmt.Sprintf("tensor %q: dtype %s, want I64", m.Name+suffixWeightShape, dt)
 	}
 	if n != int64(m.Rows) || k != int64(m.Cols) {
-		return fmt.Sprintf("tensor %q holds [%d, %d], want [%d, %d]", m.Name+".weight_shape", n, k, m.Rows, m.Cols)
+		return fmt.Sprintf("tensor %q holds [%d, %d], want [%d, %d]", m.Name+suffixWeightShape, n, k, m.Rows, m.Cols)
 	}
 	return ""
-}
-
-func leU64(b []byte) uint64 {
-	return uint64(leU32(b)) | uint64(leU32(b[4:]))<<32
-}
-func leU32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
 // compareReport checks the recomputed metrics against a report.json written by convert.

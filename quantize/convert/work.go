@@ -90,6 +90,9 @@ func decodeSource(be kernels.Backend, dst []float32, m *Module, s *slab) error {
 	if err := safetensors.DecodeFloat32(scale, s.scaleRaw, m.Scale.DType); err != nil {
 		return fmt.Errorf("tensor %q: %w", m.Scale.Name, err)
 	}
+	if err := checkScales(m, scale, sr0); err != nil {
+		return err
+	}
 	rows, cols := s.r1-s.r0, m.Cols
 	if isChannelScale(m) {
 		return quantize.DecodeFP8Channel(dst, s.raw, scale, rows, cols)
@@ -97,6 +100,20 @@ func decodeSource(be kernels.Backend, dst []float32, m *Module, s *slab) error {
 	// Block scales: FP8BlockSize x FP8BlockSize blocks (the plan refuses other block sizes); the
 	// slab starts on a block row, so its scale rows are whole.
 	return quantize.DecodeFP8BlockOn(be, dst, s.raw, scale, []int64{sr1 - sr0, int64(scaleCols(m))}, rows, cols)
+}
+
+// checkScales refuses FP8 dequantization scales that are not positive finite numbers: a zero,
+// negative or NaN weight_scale_inv would silently zero, flip or poison a whole block. first is
+// the scale row of scale[0]; the error names the tensor and the block.
+func checkScales(m *Module, scale []float32, first int64) error {
+	cols := int64(scaleCols(m))
+	for i, v := range scale {
+		if !(v > 0) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("tensor %q: %w: %v at block [%d, %d] (an FP8 scale must be a positive finite number)",
+				m.Scale.Name, quantize.ErrBadScale, v, first+int64(i)/cols, int64(i)%cols)
+		}
+	}
+	return nil
 }
 
 // isChannelScale reports a per-output-channel FP8 scale ([N, 1] or [N]).
@@ -157,12 +174,12 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 	}
 	res := &r.results[s.mi][s.si]
 	if emits[0] {
-		if err := wk.emit(ctx, r.prefill, "prefill", m.Prefill, m, s, vals, &res.prefill, nil); err != nil {
+		if err := wk.emit(ctx, r.prefill, KindPrefill, m, s, vals, &res.prefill, nil); err != nil {
 			return err
 		}
 	}
 	if emits[1] {
-		if err := wk.emit(ctx, r.decode, "decode", m.Decode, m, s, vals, &res.decode, res); err != nil {
+		if err := wk.emit(ctx, r.decode, KindDecode, m, s, vals, &res.decode, res); err != nil {
 			return err
 		}
 	}
@@ -170,7 +187,8 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 }
 
 // emit writes one output's tensors for a slab and measures what was written.
-func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme Scheme, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
+func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
+	scheme := m.scheme(kind)
 	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
 	_, rowBytes := rowsOf(m)
@@ -184,16 +202,16 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 		}
 		return nil
 	case SchemeFP8Keep:
-		if err := set.write(m.Name+".weight", int64(s.r0)*rowBytes, s.raw); err != nil {
+		if err := set.write(m.Name+suffixWeight, int64(s.r0)*rowBytes, s.raw); err != nil {
 			return err
 		}
-		return wk.writeScaleRows(set, m.Name+".weight_scale", m, s)
+		return wk.writeScaleRows(set, m.Name+suffixScale, m, s)
 	case SchemeBF16:
 		out := make([]byte, 2*len(vals))
 		if err := safetensors.EncodeFloat32(out, vals, safetensors.BF16); err != nil {
 			return err
 		}
-		if err := set.write(m.Name+".weight", base*2, out); err != nil {
+		if err := set.write(m.Name+suffixWeight, base*2, out); err != nil {
 			return err
 		}
 		wk.deq = grow(wk.deq, len(vals))
@@ -205,11 +223,8 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind string, scheme S
 		if err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
-		name := m.Name + ".weight_scale_inv"
-		if kind == "decode" {
-			name = m.Name + ".weight_scale"
-		}
-		if err := set.write(m.Name+".weight", base, q.Data); err != nil {
+		name := m.fp8ScaleName(kind)
+		if err := set.write(m.Name+suffixWeight, base, q.Data); err != nil {
 			return err
 		}
 		sb := make([]byte, 4*len(q.ScaleInv))
@@ -241,17 +256,17 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	if err != nil {
 		return fmt.Errorf("convert: %s: %w", m.describe(), err)
 	}
-	if err := set.write(m.Name+".weight_packed", int64(s.r0)*int64(m.Cols/8)*4, q.Packed); err != nil {
+	if err := set.write(m.Name+suffixPacked, int64(s.r0)*int64(m.Cols/8)*4, q.Packed); err != nil {
 		return err
 	}
-	if err := set.write(m.Name+".weight_scale", int64(s.r0)*int64(m.Cols/g)*2, q.Scales); err != nil {
+	if err := set.write(m.Name+suffixScale, int64(s.r0)*int64(m.Cols/g)*2, q.Scales); err != nil {
 		return err
 	}
 	if s.r0 == 0 {
 		shape := make([]byte, 16)
 		binary.LittleEndian.PutUint64(shape, uint64(m.Rows))
 		binary.LittleEndian.PutUint64(shape[8:], uint64(m.Cols))
-		if err := set.write(m.Name+".weight_shape", 0, shape); err != nil {
+		if err := set.write(m.Name+suffixWeightShape, 0, shape); err != nil {
 			return err
 		}
 	}
@@ -291,7 +306,7 @@ func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, r
 	}
 	res.method = mc.Method
 	if mc.Method == CalibGPTQ {
-		f, err := wk.factor(st, mc.Entry)
+		f, err := wk.factor(ctx, st, mc.Entry)
 		defer wk.r.factors.done(mc.Entry)
 		if err == nil {
 			q, err := calib.QuantizeGPTQ(ctx, vals, rows, m.Cols, opt, d, f)
@@ -313,13 +328,13 @@ func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, r
 // modules sharing the entry (gate and up of one expert) and dropped after the last of them. A
 // bad Hessian (calib.ErrFormat) is an error of the run; ErrIllConditioned and ErrNoSignal lead
 // to the weighted fallback.
-func (wk *worker) factor(st *calib.Stats, e *calib.Entry) (*calib.Factor, error) {
+func (wk *worker) factor(ctx context.Context, st *calib.Stats, e *calib.Entry) (*calib.Factor, error) {
 	return wk.r.factors.get(e, func() (*calib.Factor, error) {
 		h, err := st.Hessian(e)
 		if err != nil {
 			return nil, err
 		}
-		return calib.Factorize(h, e.K, wk.r.plan.Options.gptqOptions())
+		return calib.Factorize(ctx, h, e.K, wk.r.plan.Options.gptqOptions())
 	})
 }
 

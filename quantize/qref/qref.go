@@ -70,6 +70,14 @@ func (s Search) SQNR(w []float32, g int) float64 {
 // Sums returns Σx² and the total squared error of the search over groups of g elements of w
 // (len(w) a multiple of g), computed with GOMAXPROCS goroutines.
 func (s Search) Sums(w []float32, g int) (sumSq, sumErr float64) {
+	return s.WeightedSums(w, nil, g)
+}
+
+// WeightedSums is Sums in the activation-weighted metric: w is row-major with len(d) columns,
+// column j's terms count d_j times (Σd·x² and Σd·(x−q·s)²), and the search minimises the
+// weighted error of every group (the refinement s ← bf16(Σd·x·q/Σd·q²)). With d nil every
+// weight is 1: Sums.
+func (s Search) WeightedSums(w, d []float32, g int) (sumSq, sumErr float64) {
 	ng := len(w) / g
 	workers := runtime.GOMAXPROCS(0)
 	errs := make([]float64, ng)
@@ -80,9 +88,14 @@ func (s Search) Sums(w []float32, g int) (sumSq, sumErr float64) {
 			var buf []float32
 			for i := k; i < ng; i += workers {
 				x := w[i*g : (i+1)*g]
-				errs[i], buf = s.group(x, buf)
-				for _, v := range x {
-					sums[i] += float64(v) * float64(v)
+				var dg []float32
+				if d != nil {
+					c0 := (i * g) % len(d)
+					dg = d[c0 : c0+g]
+				}
+				errs[i], buf = s.group(x, dg, buf)
+				for j, v := range x {
+					sums[i] += weight(dg, j) * float64(v) * float64(v)
 				}
 			}
 		})
@@ -95,25 +108,32 @@ func (s Search) Sums(w []float32, g int) (sumSq, sumErr float64) {
 	return sumSq, sumErr
 }
 
-// Err returns the squared error of one group quantized with scale s (levels rne(clamp(x/s))).
-func Err(x []float32, s float32) float64 {
-	if s == 0 {
-		var e float64
-		for _, v := range x {
-			e += float64(v) * float64(v)
-		}
-		return e
+// weight returns d[j], or 1 when d is nil.
+func weight(d []float32, j int) float64 {
+	if d == nil {
+		return 1
 	}
+	return float64(d[j])
+}
+
+// Err returns the squared error of one group quantized with scale s (levels rne(clamp(x/s))).
+func Err(x []float32, s float32) float64 { return WeightedErr(x, nil, s) }
+
+// WeightedErr is Err with element j's term weighted by d[j] (d nil: Err).
+func WeightedErr(x, d []float32, s float32) float64 {
 	var e float64
-	for _, v := range x {
-		q := math.RoundToEven(min(max(float64(v)/float64(s), -8), 7))
-		d := float64(v) - q*float64(s)
-		e += d * d
+	for j, v := range x {
+		dd := float64(v)
+		if s != 0 {
+			q := math.RoundToEven(min(max(float64(v)/float64(s), -8), 7))
+			dd -= q * float64(s)
+		}
+		e += weight(d, j) * dd * dd
 	}
 	return e
 }
 
-func (s Search) group(x []float32, cands []float32) (float64, []float32) {
+func (s Search) group(x, d []float32, cands []float32) (float64, []float32) {
 	var a float32
 	for _, v := range x {
 		a = max(a, float32(math.Abs(float64(v))))
@@ -138,16 +158,16 @@ func (s Search) group(x []float32, cands []float32) (float64, []float32) {
 		if c == 0 {
 			continue
 		}
-		if e := Err(x, c); e < bestE {
+		if e := WeightedErr(x, d, c); e < bestE {
 			best, bestE = c, e
 		}
 	}
 	for range s.Refine {
 		var xq, qq float64
-		for _, v := range x {
+		for j, v := range x {
 			q := math.RoundToEven(min(max(float64(v)/float64(best), -8), 7))
-			xq += float64(v) * q
-			qq += q * q
+			xq += weight(d, j) * float64(v) * q
+			qq += weight(d, j) * q * q
 		}
 		if qq == 0 {
 			break
@@ -156,7 +176,7 @@ func (s Search) group(x []float32, cands []float32) (float64, []float32) {
 		if c == 0 || (!s.Signed && c < 0) {
 			break
 		}
-		e := Err(x, c)
+		e := WeightedErr(x, d, c)
 		if !(e < bestE) {
 			break
 		}

@@ -52,7 +52,7 @@ func TestExhaustiveSearch(t *testing.T) {
 	for k := 0; k < len(w); k += 32 {
 		x := w[k : k+32]
 		var e float64
-		e, buf = s.group(x, buf)
+		e, buf = s.group(x, nil, buf)
 		if r := rtn(x); e > r {
 			t.Fatalf("group %d: search %g > rtn %g", k/32, e, r)
 		}

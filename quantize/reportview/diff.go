@@ -5,50 +5,50 @@ import (
 	"math"
 	"slices"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // Change is one tensor present in both runs. Deltas are A − B: a positive ΔSQNR means run A
 // reconstructs the tensor better than run B.
 type Change struct {
-	Output       string        `json:"output"`
-	Tensor       string        `json:"tensor"`
-	Module       string        `json:"module"`
-	Role         string        `json:"role"`
-	Layer        int           `json:"layer"`
-	Expert       int           `json:"expert"`
-	Projection   string        `json:"projection,omitempty"`
-	SchemeA      string        `json:"scheme_a"`
-	SchemeB      string        `json:"scheme_b"`
-	SQNRA        convert.Float `json:"sqnr_db_a"`
-	SQNRB        convert.Float `json:"sqnr_db_b"`
-	DeltaSQNR    convert.Float `json:"delta_sqnr_db"`
-	RelRMSEA     convert.Float `json:"rel_rmse_a"`
-	RelRMSEB     convert.Float `json:"rel_rmse_b"`
-	DeltaRelRMSE convert.Float `json:"delta_rel_rmse"`
-	MaxAbsErrA   convert.Float `json:"max_abs_err_a"`
-	MaxAbsErrB   convert.Float `json:"max_abs_err_b"`
+	Output       string       `json:"output"`
+	Tensor       string       `json:"tensor"`
+	Module       string       `json:"module"`
+	Role         string       `json:"role"`
+	Layer        int          `json:"layer"`
+	Expert       int          `json:"expert"`
+	Projection   string       `json:"projection,omitempty"`
+	SchemeA      string       `json:"scheme_a"`
+	SchemeB      string       `json:"scheme_b"`
+	SQNRA        report.Float `json:"sqnr_db_a"`
+	SQNRB        report.Float `json:"sqnr_db_b"`
+	DeltaSQNR    report.Float `json:"delta_sqnr_db"`
+	RelRMSEA     report.Float `json:"rel_rmse_a"`
+	RelRMSEB     report.Float `json:"rel_rmse_b"`
+	DeltaRelRMSE report.Float `json:"delta_rel_rmse"`
+	MaxAbsErrA   report.Float `json:"max_abs_err_a"`
+	MaxAbsErrB   report.Float `json:"max_abs_err_b"`
 }
 
 // RoleDelta summarizes the changes of one output and role.
 type RoleDelta struct {
-	Output    string        `json:"output"`
-	Role      string        `json:"role"`
-	Tensors   int           `json:"tensors"`
-	MeanSQNRA convert.Float `json:"mean_sqnr_db_a"`
-	MeanSQNRB convert.Float `json:"mean_sqnr_db_b"`
-	MeanDelta convert.Float `json:"mean_delta_sqnr_db"`
-	MinDelta  convert.Float `json:"min_delta_sqnr_db"`
-	MaxDelta  convert.Float `json:"max_delta_sqnr_db"`
-	Better    int           `json:"better"` // tensors with ΔSQNR > 0
-	Worse     int           `json:"worse"`  // tensors with ΔSQNR < 0
+	Output    string       `json:"output"`
+	Role      string       `json:"role"`
+	Tensors   int          `json:"tensors"`
+	MeanSQNRA report.Float `json:"mean_sqnr_db_a"`
+	MeanSQNRB report.Float `json:"mean_sqnr_db_b"`
+	MeanDelta report.Float `json:"mean_delta_sqnr_db"`
+	MinDelta  report.Float `json:"min_delta_sqnr_db"`
+	MaxDelta  report.Float `json:"max_delta_sqnr_db"`
+	Better    int          `json:"better"` // tensors with ΔSQNR > 0
+	Worse     int          `json:"worse"`  // tensors with ΔSQNR < 0
 }
 
 // Diff pairs the rows of a and b by output and module (the tensor names differ between schemes)
 // and returns the changes in a's order and the rows only one side has.
-func Diff(a, b []convert.TensorReport) (changes []Change, onlyA, onlyB []convert.TensorReport) {
+func Diff(a, b []report.TensorReport) (changes []Change, onlyA, onlyB []report.TensorReport) {
 	type key struct{ output, module string }
-	keyOf := func(t *convert.TensorReport) key {
+	keyOf := func(t *report.TensorReport) key {
 		m := t.Module
 		if m == "" {
 			m = t.Tensor
@@ -72,8 +72,8 @@ func Diff(a, b []convert.TensorReport) (changes []Change, onlyA, onlyB []convert
 		changes = append(changes, Change{
 			Output: ta.Output, Tensor: ta.Tensor, Module: ta.Module, Role: ta.Role, Layer: ta.Layer,
 			Expert: ta.Expert, Projection: ta.Projection, SchemeA: ta.Scheme, SchemeB: tb.Scheme,
-			SQNRA: ta.SQNR, SQNRB: tb.SQNR, DeltaSQNR: convert.Float(delta(float64(ta.SQNR), float64(tb.SQNR))),
-			RelRMSEA: ta.RelRMSE, RelRMSEB: tb.RelRMSE, DeltaRelRMSE: convert.Float(delta(float64(ta.RelRMSE), float64(tb.RelRMSE))),
+			SQNRA: ta.SQNR, SQNRB: tb.SQNR, DeltaSQNR: report.Float(delta(float64(ta.SQNR), float64(tb.SQNR))),
+			RelRMSEA: ta.RelRMSE, RelRMSEB: tb.RelRMSE, DeltaRelRMSE: report.Float(delta(float64(ta.RelRMSE), float64(tb.RelRMSE))),
 			MaxAbsErrA: ta.MaxAbsErr, MaxAbsErrB: tb.MaxAbsErr,
 		})
 	}
@@ -128,7 +128,7 @@ func RoleDeltas(cs []Change) []RoleDelta {
 		a := accs[k]
 		if a == nil {
 			a = &acc{d: RoleDelta{Output: c.Output, Role: c.Role,
-				MinDelta: convert.Float(math.Inf(1)), MaxDelta: convert.Float(math.Inf(-1))}}
+				MinDelta: report.Float(math.Inf(1)), MaxDelta: report.Float(math.Inf(-1))}}
 			accs[k] = a
 		}
 		d := float64(c.DeltaSQNR)
@@ -136,8 +136,8 @@ func RoleDeltas(cs []Change) []RoleDelta {
 		a.sumA += float64(c.SQNRA)
 		a.sumB += float64(c.SQNRB)
 		a.sumD += d
-		a.d.MinDelta = convert.Float(math.Min(float64(a.d.MinDelta), d))
-		a.d.MaxDelta = convert.Float(math.Max(float64(a.d.MaxDelta), d))
+		a.d.MinDelta = report.Float(math.Min(float64(a.d.MinDelta), d))
+		a.d.MaxDelta = report.Float(math.Max(float64(a.d.MaxDelta), d))
 		switch {
 		case d > 0:
 			a.d.Better++
@@ -148,9 +148,9 @@ func RoleDeltas(cs []Change) []RoleDelta {
 	out := make([]RoleDelta, 0, len(accs))
 	for _, a := range accs {
 		n := float64(a.d.Tensors)
-		a.d.MeanSQNRA = convert.Float(a.sumA / n)
-		a.d.MeanSQNRB = convert.Float(a.sumB / n)
-		a.d.MeanDelta = convert.Float(a.sumD / n)
+		a.d.MeanSQNRA = report.Float(a.sumA / n)
+		a.d.MeanSQNRB = report.Float(a.sumB / n)
+		a.d.MeanDelta = report.Float(a.sumD / n)
 		out = append(out, a.d)
 	}
 	slices.SortFunc(out, func(a, b RoleDelta) int {

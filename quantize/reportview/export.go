@@ -7,25 +7,25 @@ import (
 	"math"
 	"strconv"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // jsonView is the --json document. Field names follow report.json; floats that are infinite
 // (an exact tensor's SQNR) are null.
 type jsonView struct {
-	Report          string                 `json:"report"`
-	Tool            string                 `json:"tool"`
-	Source          string                 `json:"source"`
-	Options         convert.ReportOptions  `json:"options"`
-	Device          string                 `json:"device,omitempty"`
-	Query           jsonQuery              `json:"query"`
-	TotalTensors    int                    `json:"total_tensors"`
-	SelectedTensors int                    `json:"selected_tensors"`
-	Summary         []Group                `json:"summary"`
-	Tensors         []convert.TensorReport `json:"tensors"`
-	Thresholds      *jsonThresholds        `json:"thresholds,omitempty"`
-	Failures        []Failure              `json:"failures,omitempty"`
-	Against         *jsonDiff              `json:"against,omitempty"`
+	Report          string                `json:"report"`
+	Tool            string                `json:"tool"`
+	Source          string                `json:"source"`
+	Options         report.Options        `json:"options"`
+	Device          string                `json:"device,omitempty"`
+	Query           jsonQuery             `json:"query"`
+	TotalTensors    int                   `json:"total_tensors"`
+	SelectedTensors int                   `json:"selected_tensors"`
+	Summary         []Group               `json:"summary"`
+	Tensors         []report.TensorReport `json:"tensors"`
+	Thresholds      *jsonThresholds       `json:"thresholds,omitempty"`
+	Failures        []Failure             `json:"failures,omitempty"`
+	Against         *jsonDiff             `json:"against,omitempty"`
 }
 
 type jsonQuery struct {
@@ -43,15 +43,15 @@ type jsonThresholds struct {
 }
 
 type jsonDiff struct {
-	Report  string                `json:"report"`
-	Tool    string                `json:"tool"`
-	Source  string                `json:"source"`
-	Options convert.ReportOptions `json:"options"`
-	Paired  int                   `json:"paired_tensors"`
-	OnlyA   []string              `json:"only_a,omitempty"`
-	OnlyB   []string              `json:"only_b,omitempty"`
-	Roles   []RoleDelta           `json:"roles"`
-	Movers  []Change              `json:"movers"`
+	Report  string         `json:"report"`
+	Tool    string         `json:"tool"`
+	Source  string         `json:"source"`
+	Options report.Options `json:"options"`
+	Paired  int            `json:"paired_tensors"`
+	OnlyA   []string       `json:"only_a,omitempty"`
+	OnlyB   []string       `json:"only_b,omitempty"`
+	Roles   []RoleDelta    `json:"roles"`
+	Movers  []Change       `json:"movers"`
 }
 
 // WriteJSON writes the view as one indented JSON document.
@@ -89,7 +89,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func names(rows []convert.TensorReport) []string {
+func names(rows []report.TensorReport) []string {
 	var out []string
 	for _, t := range rows {
 		out = append(out, t.Output+":"+t.Tensor)
@@ -139,7 +139,7 @@ func WriteCSV(w io.Writer, v *View) error {
 	return cw.Error()
 }
 
-func csvFloat(f convert.Float) string {
+func csvFloat(f report.Float) string {
 	v := float64(f)
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return fmtFloat(v, 0)

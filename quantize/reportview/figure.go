@@ -77,6 +77,15 @@ func newFigure(v *View) (*figure, error) {
 	if f.maps, err = heatPanels(pts, f.delta); err != nil {
 		return nil, err
 	}
+	// A calibrated run also gets the distribution of the activation-weighted SQNR that its
+	// search optimised, as a histogram of scheme "S weighted".
+	if v.Diff == nil {
+		for _, t := range v.Selected {
+			if t.WeightedSQNR != nil {
+				pts = append(pts, point{t.Output, t.Scheme + " weighted", t.Role, t.Projection, t.Layer, t.Expert, float64(*t.WeightedSQNR)})
+			}
+		}
+	}
 	f.hists = histPanels(pts)
 	if n := len(f.maps); n > maxMaps {
 		f.maps = f.maps[:maxMaps]

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 //go:embed page/page.tmpl page/page.css page/errors.js page/sort.js
@@ -76,7 +76,7 @@ func intCell(n int64) htmlCell {
 	return htmlCell{Text: s, V: s, Class: "n"}
 }
 func numCell(v float64, text string) htmlCell {
-	return htmlCell{Text: text, V: csvFloat(convert.Float(v)), Class: "n"}
+	return htmlCell{Text: text, V: csvFloat(report.Float(v)), Class: "n"}
 }
 func fixedCell(v float64, prec int) htmlCell { return numCell(v, fmtFloat(v, prec)) }
 func deltaCell(v float64) htmlCell {
@@ -101,6 +101,9 @@ func WriteHTML(w io.Writer, v *View) error {
 	if v.Report.InputBytes > 0 {
 		p.Meta = append(p.Meta, fmt.Sprintf("input %s → prefill %s, decode %s", humanBytes(v.Report.InputBytes),
 			humanBytes(v.Report.PrefillBytes), humanBytes(v.Report.DecodeBytes)))
+	}
+	if c := v.Report.Calibration; c != nil {
+		p.Meta = append(p.Meta, describeCalibration(c))
 	}
 	p.Counts = fmt.Sprintf("%d tensors, %d selected%s.", len(v.Report.Tensors), len(v.Selected), describeQuery(&v.Query))
 	if v.Thresholds.Active() {
@@ -165,6 +168,12 @@ func (p *htmlPage) addFigure(v *View) error {
 		p.FigureAlt = "ΔSQNR (A − B) of the routed experts by layer (rows) and expert (columns), one panel per projection; histograms of per-tensor ΔSQNR."
 	} else {
 		p.FigureAlt = "SQNR of the routed experts by layer (rows) and expert (columns), one panel per projection; histograms of per-tensor SQNR."
+		for _, t := range v.Selected {
+			if t.WeightedSQNR != nil {
+				p.FigureAlt = strings.TrimSuffix(p.FigureAlt, ".") + " and of the activation-weighted SQNR of the calibrated tensors."
+				break
+			}
+		}
 	}
 	return nil
 }
@@ -199,7 +208,7 @@ func sortState(key, col SortKey) string {
 	return "descending"
 }
 
-func rowsTable(rows []convert.TensorReport, key SortKey) *htmlTable {
+func rowsTable(rows []report.TensorReport, key SortKey) *htmlTable {
 	t := &htmlTable{ID: "worst-table", Sortable: true, Head: []htmlHead{{Label: "output", Key: "output"},
 		{Label: "tensor", Key: "name", Sort: sortState(key, SortName)}, {Label: "role", Key: "role"},
 		{Label: "scheme", Key: "scheme"}, {Label: "layer", Key: "layer", Num: true}, {Label: "expert", Key: "expert", Num: true},
@@ -207,15 +216,37 @@ func rowsTable(rows []convert.TensorReport, key SortKey) *htmlTable {
 		{Label: "rel RMSE", Key: "rel_rmse", Num: true, Sort: sortState(key, SortRelRMSE)},
 		{Label: "max abs err", Key: "max_abs_err", Num: true, Sort: sortState(key, SortMaxAbsErr)},
 		{Label: "rtn dB", Key: "rtn", Num: true}}}
+	// Calibrated runs add what the search optimised and how: the activation-weighted SQNR, the
+	// method and the statistics entry when it was the gate/up sibling's.
+	calibrated := false
+	for _, r := range rows {
+		calibrated = calibrated || r.CalibMethod != "" || r.WeightedSQNR != nil
+	}
+	if calibrated {
+		t.Head = append(t.Head, htmlHead{Label: "weighted dB", Key: "weighted", Num: true},
+			htmlHead{Label: "calib", Key: "calib_method"}, htmlHead{Label: "calib entry", Key: "calib_entry"})
+	}
 	for _, r := range rows {
 		rtn := htmlCell{Text: "–", V: "-inf", Class: "n"}
 		if r.RTNSQNR != nil {
 			rtn = fixedCell(float64(*r.RTNSQNR), 2)
 		}
-		t.Rows = append(t.Rows, htmlRow{Name: r.Output + ":" + r.Tensor, Cells: []htmlCell{textCell(r.Output),
+		cells := []htmlCell{textCell(r.Output),
 			nameCell(r.Tensor), textCell(r.Role), textCell(r.Scheme), indexCell(r.Layer), indexCell(r.Expert),
 			fixedCell(float64(r.SQNR), 2), fixedCell(float64(r.RelRMSE), 4), numCell(float64(r.MaxAbsErr), fmtSci(float64(r.MaxAbsErr))),
-			rtn}})
+			rtn}
+		if calibrated {
+			ws := htmlCell{Text: "–", V: "-inf", Class: "n"}
+			if r.WeightedSQNR != nil {
+				ws = fixedCell(float64(*r.WeightedSQNR), 2)
+			}
+			method := r.CalibMethod
+			if r.CalibNote != "" {
+				method += " (" + r.CalibNote + ")"
+			}
+			cells = append(cells, ws, textCell(method), nameCell(r.CalibEntry))
+		}
+		t.Rows = append(t.Rows, htmlRow{Name: r.Output + ":" + r.Tensor, Cells: cells})
 	}
 	return t
 }

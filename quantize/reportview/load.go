@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // ErrFormat marks a file that is not a report.json written by pdq convert.
@@ -18,7 +18,7 @@ var ErrFormat = errors.New("not a pdq report")
 const maxReportBytes = 1 << 30
 
 // Load reads and checks the report at path.
-func Load(path string) (*convert.Report, error) {
+func Load(path string) (*report.Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reportview: %w", err)
@@ -30,7 +30,7 @@ func Load(path string) (*convert.Report, error) {
 // Decode reads a report from r; name is used in errors. It refuses JSON that is not a report
 // (no tensors list, rows without an output or tensor name, negative sizes) with an error wrapping
 // ErrFormat.
-func Decode(r io.Reader, name string) (*convert.Report, error) {
+func Decode(r io.Reader, name string) (*report.Report, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxReportBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reportview: %s: %w", name, err)
@@ -49,7 +49,7 @@ func Decode(r io.Reader, name string) (*convert.Report, error) {
 	if t := bytes.TrimSpace(probe.Tensors); len(t) == 0 || t[0] != '[' {
 		return nil, fmt.Errorf("reportview: %s: no \"tensors\" list: %w", name, ErrFormat)
 	}
-	var rep convert.Report
+	var rep report.Report
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return nil, fmt.Errorf("reportview: %s: %w: %v", name, ErrFormat, err)
 	}
@@ -62,7 +62,7 @@ func Decode(r io.Reader, name string) (*convert.Report, error) {
 }
 
 // checkRow refuses a row that the views could not place.
-func checkRow(t *convert.TensorReport) error {
+func checkRow(t *report.TensorReport) error {
 	switch {
 	case t.Tensor == "":
 		return fmt.Errorf("no tensor name: %w", ErrFormat)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // SortKey orders tensors, worst first.
@@ -50,7 +50,7 @@ type Query struct {
 }
 
 // Match reports whether row t passes the query's filters.
-func (q *Query) Match(t *convert.TensorReport) bool {
+func (q *Query) Match(t *report.TensorReport) bool {
 	if q.Output != "" && t.Output != q.Output {
 		return false
 	}
@@ -61,14 +61,14 @@ func (q *Query) Match(t *convert.TensorReport) bool {
 }
 
 // Select returns the rows of rep that pass the filters, in report order.
-func Select(rep *convert.Report, q Query) []convert.TensorReport {
+func Select(rep *report.Report, q Query) []report.TensorReport {
 	n := 0
 	for i := range rep.Tensors {
 		if q.Match(&rep.Tensors[i]) {
 			n++
 		}
 	}
-	out := make([]convert.TensorReport, 0, n)
+	out := make([]report.TensorReport, 0, n)
 	for i := range rep.Tensors {
 		if q.Match(&rep.Tensors[i]) {
 			out = append(out, rep.Tensors[i])
@@ -79,8 +79,8 @@ func Select(rep *convert.Report, q Query) []convert.TensorReport {
 
 // SortRows orders rows worst first by key; ties go by output (prefill first) then tensor name, so
 // the order does not depend on the input order.
-func SortRows(rows []convert.TensorReport, key SortKey) {
-	slices.SortFunc(rows, func(a, b convert.TensorReport) int {
+func SortRows(rows []report.TensorReport, key SortKey) {
+	slices.SortFunc(rows, func(a, b report.TensorReport) int {
 		var c int
 		switch key {
 		case SortRelRMSE:
@@ -136,12 +136,12 @@ func (th Thresholds) Active() bool {
 
 // Failure is a tensor over a threshold and why.
 type Failure struct {
-	convert.TensorReport
+	report.TensorReport
 	Reasons []string `json:"reasons"`
 }
 
 // Check returns the rows over the thresholds, worst SQNR first.
-func (th Thresholds) Check(rows []convert.TensorReport) []Failure {
+func (th Thresholds) Check(rows []report.TensorReport) []Failure {
 	var out []Failure
 	for _, t := range rows {
 		var why []string

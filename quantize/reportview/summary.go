@@ -6,22 +6,22 @@ import (
 	"slices"
 	"strconv"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 	"pdq/quantize/rules"
 )
 
 // Group summarizes the rows of one output, role and scheme.
 type Group struct {
-	Output       string         `json:"output"`
-	Role         string         `json:"role"`
-	Scheme       string         `json:"scheme"`
-	Tensors      int            `json:"tensors"`
-	Elements     int64          `json:"elements"`
-	Bytes        int64          `json:"bytes"` // StoredBytes summed over the group
-	MeanSQNR     convert.Float  `json:"mean_sqnr_db"`
-	MinSQNR      convert.Float  `json:"min_sqnr_db"`
-	WorstRelRMSE convert.Float  `json:"worst_rel_rmse"`
-	MeanRTNSQNR  *convert.Float `json:"mean_rtn_sqnr_db,omitempty"` // when every row has one
+	Output       string        `json:"output"`
+	Role         string        `json:"role"`
+	Scheme       string        `json:"scheme"`
+	Tensors      int           `json:"tensors"`
+	Elements     int64         `json:"elements"`
+	Bytes        int64         `json:"bytes"` // StoredBytes summed over the group
+	MeanSQNR     report.Float  `json:"mean_sqnr_db"`
+	MinSQNR      report.Float  `json:"min_sqnr_db"`
+	WorstRelRMSE report.Float  `json:"worst_rel_rmse"`
+	MeanRTNSQNR  *report.Float `json:"mean_rtn_sqnr_db,omitempty"` // when every row has one
 }
 
 // BitsPerWeight is the stored size per element, scales included.
@@ -34,7 +34,7 @@ func (g Group) BitsPerWeight() float64 {
 
 // Summarize groups rows by output (prefill first), role (in rules.Roles order) and scheme. The mean
 // SQNR is the mean of the per-tensor dB values; it is +Inf when any tensor is exact.
-func Summarize(rows []convert.TensorReport) []Group {
+func Summarize(rows []report.TensorReport) []Group {
 	type key struct{ output, role, scheme string }
 	type acc struct {
 		g           Group
@@ -47,15 +47,15 @@ func Summarize(rows []convert.TensorReport) []Group {
 		a := accs[k]
 		if a == nil {
 			a = &acc{g: Group{Output: t.Output, Role: t.Role, Scheme: t.Scheme,
-				MinSQNR: convert.Float(math.Inf(1)), WorstRelRMSE: convert.Float(math.Inf(-1))}}
+				MinSQNR: report.Float(math.Inf(1)), WorstRelRMSE: report.Float(math.Inf(-1))}}
 			accs[k] = a
 		}
 		a.g.Tensors++
 		a.g.Elements += t.Elements
 		a.g.Bytes += StoredBytes(&t)
 		a.sum += float64(t.SQNR)
-		a.g.MinSQNR = convert.Float(math.Min(float64(a.g.MinSQNR), float64(t.SQNR)))
-		a.g.WorstRelRMSE = convert.Float(math.Max(float64(a.g.WorstRelRMSE), float64(t.RelRMSE)))
+		a.g.MinSQNR = report.Float(math.Min(float64(a.g.MinSQNR), float64(t.SQNR)))
+		a.g.WorstRelRMSE = report.Float(math.Max(float64(a.g.WorstRelRMSE), float64(t.RelRMSE)))
 		if t.RTNSQNR != nil {
 			a.rtnN++
 			a.rtnSum += float64(*t.RTNSQNR)
@@ -63,9 +63,9 @@ func Summarize(rows []convert.TensorReport) []Group {
 	}
 	out := make([]Group, 0, len(accs))
 	for _, a := range accs {
-		a.g.MeanSQNR = convert.Float(a.sum / float64(a.g.Tensors))
+		a.g.MeanSQNR = report.Float(a.sum / float64(a.g.Tensors))
 		if a.rtnN == a.g.Tensors {
-			v := convert.Float(a.rtnSum / float64(a.rtnN))
+			v := report.Float(a.rtnSum / float64(a.rtnN))
 			a.g.MeanRTNSQNR = &v
 		}
 		out = append(out, a.g)
@@ -99,14 +99,14 @@ func roleRank(role string) int {
 // INT4 packs two values per byte plus one BF16 scale per group and the 16-byte shape tensor; FP8
 // blocks hold one byte per value plus an F32 scale per 128x128 block; BF16 two bytes per value. A
 // copied tensor keeps its source dtype. Unknown schemes count zero.
-func StoredBytes(t *convert.TensorReport) int64 {
+func StoredBytes(t *report.TensorReport) int64 {
 	n := t.Elements
 	rows, cols := int64(1), n
 	if len(t.Shape) == 2 {
 		rows, cols = t.Shape[0], t.Shape[1]
 	}
-	switch convert.Scheme(t.Scheme) {
-	case convert.SchemeInt4:
+	switch report.Scheme(t.Scheme) {
+	case report.SchemeInt4:
 		g := int64(t.GroupSize)
 		if g <= 0 || g > cols {
 			g = cols
@@ -116,12 +116,12 @@ func StoredBytes(t *convert.TensorReport) int64 {
 			groups = rows * (cols / g)
 		}
 		return n/2 + groups*2 + 16
-	case convert.SchemeFP8Block, convert.SchemeFP8Keep:
-		b := int64(convert.FP8BlockSize)
+	case report.SchemeFP8Block, report.SchemeFP8Keep:
+		b := int64(report.FP8BlockSize)
 		return n + ceilDiv(rows, b)*ceilDiv(cols, b)*4
-	case convert.SchemeBF16:
+	case report.SchemeBF16:
 		return 2 * n
-	case convert.SchemeCopy:
+	case report.SchemeCopy:
 		return n * dtypeBytes(t.SourceDType)
 	}
 	return 0

@@ -70,7 +70,7 @@ func TestStoredBytesMatchesPlan(t *testing.T) {
 			m := &convert.Module{Name: "m", Linear: true, Weight: w, Rows: tc.rows, Cols: tc.cols, Decode: tc.scheme, Prefill: tc.scheme}
 			p := &convert.Plan{Options: convert.Options{GroupSize: tc.group}}
 			var want int64
-			for _, s := range p.OutputSpecs(m, tc.kind) {
+			for _, s := range p.OutputSpecs(m, convert.OutputKind(tc.kind)) {
 				n := int64(1)
 				for _, d := range s.Shape {
 					n *= d

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // WriteTable prints the view for people: a header, the summary, the top rows (or, for a
@@ -29,12 +30,15 @@ func WriteTable(w io.Writer, v *View) error {
 	return ew.err
 }
 
-func writeHeader(w io.Writer, prefix, name string, rep *convert.Report) {
+func writeHeader(w io.Writer, prefix, name string, rep *report.Report) {
 	fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeReport(rep))
+	if rep.Calibration != nil {
+		fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeCalibration(rep.Calibration))
+	}
 }
 
 // describeReport is one line naming how a report was made.
-func describeReport(rep *convert.Report) string {
+func describeReport(rep *report.Report) string {
 	o := rep.Options
 	parts := []string{rep.Tool, "source " + rep.Source + " (" + rep.SourceLayout.String() + ")"}
 	if o.Method != "" || o.GroupSize != 0 {
@@ -46,6 +50,30 @@ func describeReport(rep *convert.Report) string {
 	}
 	if rep.Device != "" {
 		parts = append(parts, "device "+rep.Device)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// describeCalibration is a calibrated run's statistics and methods in one line.
+func describeCalibration(c *report.Calibration) string {
+	parts := []string{fmt.Sprintf("calibration %s from %s (%d tokens", c.Method, c.File, c.Tokens)}
+	if c.Source != "" {
+		parts[0] += ", " + c.Source
+	}
+	parts[0] += ")"
+	if c.WeightedSQNR != nil {
+		parts = append(parts, "weighted SQNR "+fmtFloat(float64(*c.WeightedSQNR), 2)+" dB")
+	}
+	methods := make([]string, 0, len(c.Modules))
+	for m := range c.Modules {
+		methods = append(methods, m)
+	}
+	sort.Strings(methods)
+	for _, m := range methods {
+		parts = append(parts, fmt.Sprintf("%s %d", m, c.Modules[m]))
+	}
+	if c.NoTokens > 0 || c.NoStats > 0 {
+		parts = append(parts, fmt.Sprintf("%d saw no tokens, %d without statistics", c.NoTokens, c.NoStats))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -128,7 +156,7 @@ func writeRows(w io.Writer, v *View) {
 	head := []string{"output", "tensor", "role", "scheme", "SQNR dB", "rel RMSE", "max abs err", "rtn dB"}
 	right := []int{4, 5, 6, 7}
 	if weighted {
-		head, right = append(head, "weighted dB"), append(right, 8)
+		head, right = append(head, "weighted dB", "calib"), append(right, 8)
 	}
 	g := newGrid(head...).alignRight(right...)
 	for _, t := range v.Rows {
@@ -143,7 +171,7 @@ func writeRows(w io.Writer, v *View) {
 			if t.WeightedSQNR != nil {
 				ws = fmtFloat(float64(*t.WeightedSQNR), 2)
 			}
-			cells = append(cells, ws)
+			cells = append(cells, ws, t.CalibMethod)
 		}
 		g.add(cells...)
 	}
@@ -180,7 +208,7 @@ func writeDiffTables(w io.Writer, v *View) {
 	}
 	for _, s := range []struct {
 		side string
-		rows []convert.TensorReport
+		rows []report.TensorReport
 	}{{"A", d.OnlyA}, {"B", d.OnlyB}} {
 		for i, t := range s.rows {
 			if i == 10 {

@@ -1,11 +1,7 @@
 package rules
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"pdq/safetensors"
@@ -107,8 +103,8 @@ func Detect(ts []*safetensors.Tensor, cfg map[string]any) Detected {
 		d.ScaleFmt, _ = qc["scale_fmt"].(string)
 		if bs, ok := qc["weight_block_size"].([]any); ok && len(bs) == 2 {
 			for _, v := range bs {
-				if f, ok := v.(float64); ok {
-					d.BlockSize = append(d.BlockSize, int(f))
+				if n, ok := IntOf(v); ok {
+					d.BlockSize = append(d.BlockSize, int(n))
 				}
 			}
 		}
@@ -117,26 +113,6 @@ func Detect(ts []*safetensors.Tensor, cfg map[string]any) Detected {
 		d.BlockSize = []int{128, 128}
 	}
 	return d
-}
-
-// ConfigFileName is the model configuration file of a checkpoint directory.
-const ConfigFileName = "config.json"
-
-// LoadConfig reads config.json from dir. A missing file gives (nil, nil): single-file checkpoints
-// often come without one.
-func LoadConfig(dir string) (map[string]any, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ConfigFileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return nil, fmt.Errorf("rules: %s: %w", filepath.Join(dir, ConfigFileName), err)
-	}
-	return cfg, nil
 }
 
 // ModelSummary is the part of config.json people want to see first.
@@ -157,10 +133,8 @@ type ModelSummary struct {
 // Summarize extracts the ModelSummary from a parsed config.json (nil gives the zero summary).
 func Summarize(cfg map[string]any) ModelSummary {
 	num := func(k string) int {
-		if f, ok := cfg[k].(float64); ok {
-			return int(f)
-		}
-		return 0
+		n, _ := ConfigInt(cfg, k)
+		return int(n)
 	}
 	s := ModelSummary{
 		Hidden: num("hidden_size"), Layers: num("num_hidden_layers"), DenseLayers: num("first_k_dense_replace"),

@@ -8,10 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"sync"
 
+	"pdq/internal/par"
 	"pdq/safetensors"
 )
 
@@ -180,46 +179,13 @@ func (o Options) writeShard(ctx context.Context, path string, p safetensors.Shar
 	if err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
-	workers := o.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	jobs := make(chan safetensors.TensorSpec)
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for s := range jobs {
-				if err := o.writeTensor(w, s, kinds); err != nil {
-					errs <- err
-					for range jobs { // drain
-					}
-					return
-				}
-			}
-		}()
-	}
-	go func() {
-		defer close(jobs)
-		for _, s := range p.Specs {
-			if _, known := kinds[s.Name]; !known {
-				continue // scale companions are written with their weight
-			}
-			select {
-			case jobs <- s:
-			case <-ctx.Done():
-				return
-			}
+	var specs []safetensors.TensorSpec
+	for _, s := range p.Specs {
+		if _, known := kinds[s.Name]; known { // scale companions are written with their weight
+			specs = append(specs, s)
 		}
-	}()
-	wg.Wait()
-	close(errs)
-	err = <-errs
-	if err == nil {
-		err = ctx.Err()
 	}
+	err = par.ForEach(ctx, len(specs), o.Workers, func(i int) error { return o.writeTensor(w, specs[i], kinds) })
 	if err != nil {
 		w.Abort()
 		return err

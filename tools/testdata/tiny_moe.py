@@ -1,6 +1,9 @@
 """A tiny mixture-of-experts language model with checkpoint-style module names, for the
 collector test: model.layers.L.mlp.experts.E.{gate,up,down}_proj, a router (mlp.gate) that never
-picks the last expert, and lm_head."""
+picks the last expert, and lm_head. build_fused() gives the same model with the experts of each
+layer held as 3-D parameters in one module, as current transformers releases implement MoE
+models (gate_up_proj [E, 2I, H], down_proj [E, H, I], forward(hidden_states, top_k_index,
+top_k_weights))."""
 import json
 import os
 import sys
@@ -42,6 +45,45 @@ class MoE(torch.nn.Module):
         return out.reshape(shape)
 
 
+class FusedExperts(torch.nn.Module):
+    """All experts of a layer as 3-D parameters, computed like transformers' eager experts loop."""
+
+    def __init__(self, experts):
+        super().__init__()
+        self.num_experts = len(experts)
+        self.gate_up_proj = torch.nn.Parameter(torch.stack(
+            [torch.cat([e.gate_proj.weight, e.up_proj.weight]) for e in experts]).detach().clone())
+        self.down_proj = torch.nn.Parameter(torch.stack([e.down_proj.weight for e in experts]).detach().clone())
+        self.act_fn = torch.nn.functional.silu
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.num_experts):
+            token_idx, pos = torch.where(top_k_index == e)
+            if token_idx.numel() == 0:
+                continue
+            x = hidden_states[token_idx]
+            gate, up = torch.nn.functional.linear(x, self.gate_up_proj[e]).chunk(2, dim=-1)
+            h = torch.nn.functional.linear(self.act_fn(gate) * up, self.down_proj[e])
+            out.index_add_(0, token_idx, h * top_k_weights[token_idx, pos, None])
+        return out
+
+
+class FusedMoE(torch.nn.Module):
+    def __init__(self, moe):
+        super().__init__()
+        self.gate = moe.gate
+        self.experts = FusedExperts(moe.experts)
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, HIDDEN)
+        logits = self.gate(x)
+        logits[:, EXPERTS - 1] = float("-inf")
+        w, idx = logits.softmax(-1).topk(TOP_K, dim=-1)
+        return self.experts(x, idx, w).reshape(shape)
+
+
 class Layer(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -77,6 +119,14 @@ def build():
     torch.manual_seed(1234)
     m = TinyMoE()
     m.spread = torch.exp(torch.randn(HIDDEN))
+    return m
+
+
+def build_fused():
+    """build() with each layer's experts fused into one module of 3-D parameters."""
+    m = build()
+    for layer in m.model.layers:
+        layer.mlp = FusedMoE(layer.mlp)
     return m
 
 

@@ -39,7 +39,7 @@ func (s *Store) mapErr(op, key string, err error) error {
 			sentinel = store.ErrInvalidPart
 		}
 		if code == "NoSuchBucket" {
-			where = "bucket " + s.bucket
+			return s.noBucket()
 		}
 	}
 	if sentinel == nil {

@@ -14,10 +14,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"pdq/publish/store"
@@ -66,9 +68,15 @@ type Store struct {
 	bucket string
 	prefix string // "" or ending in "/"
 	where  string // endpoint, for messages
+
+	bucketOnce sync.Once
+	bucketErr  error // set when the bucket turned out not to exist
 }
 
-// New returns the store cfg describes. It sends no request.
+// New returns the store cfg describes. It sends no request to the service. With a custom
+// endpoint (Config.Endpoint, AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3: a local or non-AWS server)
+// the EC2 instance metadata service is never asked for credentials, and missing credentials
+// are an error (wrapping store.ErrAuth) here, in one line.
 func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("s3: no bucket")
@@ -92,6 +100,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.Credentials != nil {
 		loaders = append(loaders, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	nonAWS := cfg.Endpoint != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+	if nonAWS {
+		// Instance roles belong to AWS: a non-AWS server gets no IMDS probe (and no warning).
+		loaders = append(loaders, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, loaders...)
 	if err != nil {
@@ -120,6 +133,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
+	if nonAWS && cfg.Credentials == nil {
+		if _, err := awsCfg.Credentials.Retrieve(ctx); err != nil {
+			return nil, fmt.Errorf("s3: no credentials for %s: %w: none in the environment or the shared config and credentials files; %s", where, store.ErrAuth, credentialsHint)
+		}
+	}
 	p := cfg.Prefix
 	if p != "" {
 		p += "/"
@@ -140,7 +158,14 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key))})
 	if err != nil {
-		return store.Info{}, s.mapErr("stat", key, err)
+		err = s.mapErr("stat", key, err)
+		if errors.Is(err, store.ErrNotExist) {
+			// A HEAD answer has no body to say which is missing, the key or the bucket: ask once.
+			if berr := s.checkBucket(ctx); berr != nil {
+				return store.Info{}, berr
+			}
+		}
+		return store.Info{}, err
 	}
 	info := store.Info{Key: key, Size: aws.ToInt64(out.ContentLength), Metadata: map[string]string{}}
 	for k, v := range out.Metadata {
@@ -150,6 +175,28 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 		info.ModTime = *out.LastModified
 	}
 	return info, nil
+}
+
+func (s *Store) noBucket() error {
+	return fmt.Errorf("s3: bucket %s does not exist at %s (create it first): %w", s.bucket, s.where, store.ErrNoBucket)
+}
+
+// checkBucket returns the missing-bucket error when the bucket does not exist (or the
+// credentials error that hid behind a 404); it asks the service once per store and only after a
+// key was not found.
+func (s *Store) checkBucket(ctx context.Context) error {
+	s.bucketOnce.Do(func() {
+		// A listing, unlike a HEAD, answers with an error code: NoSuchBucket, or refused
+		// credentials (versitygw answers an unknown key id with a 404 too).
+		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1)})
+		if err == nil {
+			return
+		}
+		if err = s.mapErr("list", "", err); errors.Is(err, store.ErrNoBucket) || errors.Is(err, store.ErrAuth) {
+			s.bucketErr = err
+		}
+	})
+	return s.bucketErr
 }
 
 // Put implements store.Store.

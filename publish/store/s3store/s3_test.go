@@ -64,3 +64,26 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
+
+// A missing bucket is named as such, by Stat too (a HEAD answer cannot say which is missing).
+func TestS3MissingBucket(t *testing.T) {
+	srv := s3test.Start(t)
+	st, err := s3store.New(context.Background(), srv.Config("no-such-bucket", "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "bucket no-such-bucket does not exist at " + srv.Endpoint + " (create it first)"
+	_, err = st.Stat(context.Background(), "manifest.json")
+	if !errors.Is(err, store.ErrNoBucket) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Stat in a missing bucket = %v, want %q", err, want)
+	}
+	err = st.Put(context.Background(), "x", bytes.NewReader([]byte("x")), 1, store.PutOptions{})
+	if !errors.Is(err, store.ErrNoBucket) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Put in a missing bucket = %v, want %q", err, want)
+	}
+	// In a bucket that exists, a missing key is just that.
+	st = srv.Store(t, "v1")
+	if _, err := st.Stat(context.Background(), "manifest.json"); !errors.Is(err, store.ErrNotExist) {
+		t.Fatalf("Stat of a missing key = %v, want ErrNotExist", err)
+	}
+}

@@ -7,7 +7,7 @@ import (
 
 // TestReviewBudgetCancelledAcquire: an acquire that fails because the run was cancelled holds
 // nothing: the bytes in flight stay as they were.
-func TestReviewBudgetCancelledAcquire(t *testing.T) {
+func TestBudgetCancelledAcquire(t *testing.T) {
 	b := newBudget(100)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

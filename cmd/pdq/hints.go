@@ -1,0 +1,33 @@
+package main
+
+import (
+	"errors"
+
+	"pdq/quantize/convert"
+)
+
+// hints say, for the library's sentinel errors, what the user can do about them in terms of
+// this command line's flags; the library's messages name no flags.
+var hints = []struct {
+	err  error
+	hint string
+}{
+	{convert.ErrNotEmpty, "use --resume to continue the conversion there, or --force to delete its earlier outputs and start over"},
+	{convert.ErrOtherPlan, "rerun with the options the conversion was started with, or --force to start over (a part: remove DIR yourself)"},
+	{convert.ErrBadJournal, "delete the journal file named above, or use --force to start over"},
+	{convert.ErrSplitDir, "finish it with --merge after every part, continue it with --part I/N, or --force to start over"},
+	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
+	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
+	{convert.ErrBusy, "wait for that run to finish (or stop it); a crashed run holds no lock, so a rerun after a crash is never refused"},
+	{convert.ErrPartsIncomplete, "run the parts named above (pdq plan SRC --parts N lists what each writes), then --merge again"},
+}
+
+// hintFor returns the hint for err, or "".
+func hintFor(err error) string {
+	for _, h := range hints {
+		if errors.Is(err, h.err) {
+			return h.hint
+		}
+	}
+	return ""
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"pdq/quantize/convert"
+)
+
+// TestHints: every sentinel with a hint gets it through wrapping, and every flag a hint names
+// exists on pdq convert (a renamed flag fails here, not in front of a user).
+func TestHints(t *testing.T) {
+	cmd := newConvertCmd()
+	for _, h := range hints {
+		if got := hintFor(fmt.Errorf("convert: x: %w", h.err)); got != h.hint {
+			t.Errorf("%v: hint %q", h.err, got)
+		}
+		for _, flag := range regexp.MustCompile(`--[a-z][a-z-]*`).FindAllString(h.hint, -1) {
+			if cmd.Flags().Lookup(strings.TrimPrefix(flag, "--")) == nil {
+				t.Errorf("hint for %v names %s, which pdq convert does not have", h.err, flag)
+			}
+		}
+	}
+	if hintFor(fmt.Errorf("other")) != "" {
+		t.Error("a hint for an unrelated error")
+	}
+	if !strings.Contains(hintFor(fmt.Errorf("x: %w", convert.ErrNotEmpty)), "--resume") {
+		t.Error("ErrNotEmpty's hint does not mention --resume")
+	}
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"pdq/quantize/convert"
+	"pdq/quantize/serving"
+)
+
+// serveFlags are pdq plan's serving-plan flags (docs/SERVING.md).
+type serveFlags struct {
+	gpus, tp, ep int
+	gpuMemory    int64
+	kvDType      string
+	memFraction  float64
+	reserve      int64
+	seqLen       int
+	serve        string
+	out          string
+	cmd          *cobra.Command
+}
+
+func (f *serveFlags) add(cmd *cobra.Command) {
+	f.cmd = cmd
+	fl := cmd.Flags()
+	fl.IntVar(&f.gpus, "gpus", 8, "serving plan: GPUs of each pool (prefill, decode); a multiple of --tp")
+	fl.Var(bytesValue{&f.gpuMemory}, "gpu-memory", "serving plan: memory of one GPU, e.g. 141GiB; turns the serving plan on")
+	fl.IntVar(&f.tp, "tp", 0, "serving plan: tensor-parallel size of one server (default --gpus)")
+	fl.IntVar(&f.ep, "ep", 1, "serving plan: expert-parallel size inside the TP group (1: experts split by TP; vLLM takes 1 or TP)")
+	fl.StringVar(&f.kvDType, "kv-cache-dtype", "bf16", "serving plan: KV-cache dtype, bf16 (the engines' auto for these models) or fp8_e4m3")
+	fl.Float64Var(&f.memFraction, "mem-fraction", 0, "serving plan: share of GPU memory for weights + KV cache (default: the engine's own, SGLang's --mem-fraction-static heuristic per role, vLLM's --gpu-memory-utilization 0.9)")
+	fl.Var(bytesValue{&f.reserve}, "reserve", "serving plan: ASSUMPTION, memory inside the fraction that holds neither weights nor KV cache (sglang: CUDA context, communicators; vllm: also activations and CUDA graphs)")
+	fl.Lookup("reserve").DefValue = "1GiB for sglang, 6GiB for vllm"
+	fl.Lookup("gpu-memory").DefValue = "" // off
+	fl.IntVar(&f.seqLen, "seq-len", 0, "serving plan: tokens of one sequence, for the fits-one-sequence check (default config.json max_position_embeddings)")
+	fl.StringVar(&f.serve, "serve", "", "sglang or vllm: plan under that engine's rules and print launch commands for the prefill and decode pools (SGLang v0.5.18, vLLM v0.15; see docs/SERVING.md)")
+	fl.StringVar(&f.out, "out", "DIR", "with --serve: the --out DIR of pdq convert, for the model paths DIR/prefill and DIR/decode")
+}
+
+func (f *serveFlags) enabled() bool { return f.gpuMemory > 0 || f.serve != "" }
+
+// servingSummary is the "serving" object of pdq plan --json.
+type servingSummary struct {
+	Engine         serving.Engine `json:"engine"`
+	GPUs           int            `json:"gpus_per_pool"`
+	GPUMemory      int64          `json:"gpu_memory_bytes"`
+	TP             int            `json:"tp"`
+	EP             int            `json:"ep"`
+	ServersPerPool int            `json:"servers_per_pool"`
+	KVDType        string         `json:"kv_cache_dtype"`
+	Assumptions    []string       `json:"assumptions"`
+	// Source, Prefill and Decode are per server (one TP group); nil for an output not planned.
+	Source   *serving.Capacity `json:"source,omitempty"`
+	Prefill  *serving.Capacity `json:"prefill,omitempty"`
+	Decode   *serving.Capacity `json:"decode,omitempty"`
+	Warnings []string          `json:"warnings,omitempty"`
+	Commands []launchCommand   `json:"commands,omitempty"`
+}
+
+type launchCommand struct {
+	Name  string   `json:"name"`
+	Env   []string `json:"env,omitempty"`
+	Args  []string `json:"args"`
+	Shell string   `json:"shell"`
+}
+
+// errServePlan: the serving plan of --serve cannot work (weights over budget, no room for one
+// sequence, expert widths the kernels reject).
+var errServePlan = errors.New("serving plan cannot work")
+
+// plan computes the serving summary of a conversion plan. Bad sizes are usage errors.
+func (f *serveFlags) plan(p *convert.Plan) (*servingSummary, error) {
+	if f.gpuMemory <= 0 {
+		return nil, usagef("--serve needs --gpu-memory (the memory of one GPU, e.g. 141GiB)")
+	}
+	engine := serving.SGLang
+	if f.serve != "" {
+		e, err := serving.ParseEngine(f.serve)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		engine = e
+	}
+	kvdt, err := serving.ParseKVDType(f.kvDType)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	tp := f.tp
+	if tp == 0 {
+		tp = f.gpus
+	}
+	if tp <= 0 || f.gpus <= 0 || f.gpus%tp != 0 {
+		return nil, usagef("--gpus %d is not a multiple of --tp %d", f.gpus, tp)
+	}
+	if f.memFraction < 0 || f.memFraction > 1 {
+		return nil, usagef("--mem-fraction %g outside (0, 1]", f.memFraction)
+	}
+	m, err := serving.ModelFromConfig(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	par := serving.Parallel{TP: tp, EP: f.ep}
+	if err := par.Validate(m); err != nil {
+		return nil, usageError{err}
+	}
+	kv, err := m.KVBytesPerToken(kvdt, tp)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	reserve := f.reserve
+	if !f.cmd.Flags().Changed("reserve") {
+		reserve = serving.DefaultReserve(engine)
+	}
+	seqLen := f.seqLen
+	if seqLen == 0 {
+		seqLen = m.MaxPosition
+	}
+	s := &servingSummary{Engine: engine, GPUs: f.gpus, GPUMemory: f.gpuMemory, TP: tp, EP: f.ep, ServersPerPool: f.gpus / tp, KVDType: string(kvdt)}
+	s.Assumptions = append(s.Assumptions, fmt.Sprintf("reserve %s per GPU inside the memory fraction for what is neither weights nor KV cache (an assumption; --reserve sets it)", formatBytes(reserve)))
+	if f.memFraction == 0 {
+		s.Assumptions = append(s.Assumptions, fmt.Sprintf("memory fraction: %s's default for this GPU size, TP and role (--mem-fraction sets it)", engine))
+	}
+	s.Assumptions = append(s.Assumptions, "MTP layers are not loaded (no speculative decoding); DP attention off; CUDA graphs on")
+	for _, c := range []struct {
+		which serving.Checkpoint
+		role  serving.Role
+		dst   **serving.Capacity
+	}{{serving.Source, serving.RoleUnified, &s.Source}, {serving.Prefill, serving.RolePrefill, &s.Prefill}, {serving.Decode, serving.RoleDecode, &s.Decode}} {
+		ts := serving.Tensors(p, c.which)
+		if ts == nil {
+			continue
+		}
+		w, err := m.PerGPUWeights(ts, par)
+		if err != nil {
+			return nil, err
+		}
+		frac := f.memFraction
+		if frac == 0 {
+			frac = serving.DefaultMemFraction(engine, f.gpuMemory, tp, c.role, m.KVLoraRank > 0)
+		}
+		capacity := serving.Plan(c.role, serving.Budget{GPUMemory: f.gpuMemory, MemFraction: frac, Reserve: reserve}, w, kv, seqLen)
+		*c.dst = &capacity
+		fp8, g := serving.ExpertFormats(p, c.which)
+		for _, pr := range m.ExpertWidthProblems(par, fp8, g) {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s", c.which, pr))
+		}
+		for _, pr := range capacity.Problems {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s", c.which, pr))
+		}
+	}
+	if f.serve != "" && s.Prefill != nil && s.Decode != nil {
+		d := serving.Deployment{Engine: engine, Parallel: par, KVDType: kvdt,
+			PrefillDir: path.Join(f.out, "prefill"), DecodeDir: path.Join(f.out, "decode"),
+			PrefillFraction: s.Prefill.MemFraction, DecodeFraction: s.Decode.MemFraction}
+		cmds, err := d.Commands()
+		if err != nil {
+			return nil, usageError{err}
+		}
+		for _, c := range cmds {
+			s.Commands = append(s.Commands, launchCommand{Name: c.Name, Env: c.Env, Args: c.Line(), Shell: c.String()})
+		}
+	}
+	return s, nil
+}
+
+// check returns errServePlan, naming the reasons, when --serve was asked for and the prefill or
+// decode server cannot work; without --serve the problems are warnings only.
+func (f *serveFlags) check(s *servingSummary) error {
+	if s == nil || f.serve == "" {
+		return nil
+	}
+	var why []string
+	for _, w := range s.Warnings {
+		if !strings.HasPrefix(w, string(serving.Source)+":") {
+			why = append(why, w)
+		}
+	}
+	if why == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", errServePlan, strings.Join(why, "; "))
+}
+
+type capacityRow struct {
+	name string
+	c    *serving.Capacity
+}
+
+// rows lists the planned checkpoints in source, prefill, decode order.
+func (s *servingSummary) rows() []capacityRow {
+	var rs []capacityRow
+	for _, r := range []capacityRow{{"source", s.Source}, {"prefill", s.Prefill}, {"decode", s.Decode}} {
+		if r.c != nil {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// print writes the serving plan for people.
+func (s *servingSummary) print(w io.Writer) {
+	fmt.Fprintf(w, "\nserving plan (%s rules): %d GPU(s) of %s per pool, %d server(s) of TP%d EP%d, KV cache %s\n",
+		s.Engine, s.GPUs, formatBytes(s.GPUMemory), s.ServersPerPool, s.TP, s.EP, s.KVDType)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  checkpoint\trole\tweights/GPU\tfraction\treserve\tKV cache/GPU\ttokens/server\tsequences")
+	for _, r := range s.rows() {
+		seqs := "-"
+		if r.c.SeqLen > 0 {
+			seqs = fmt.Sprintf("%.1f x %d", r.c.Sequences, r.c.SeqLen)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.3f\t%s\t%s\t%d\t%s\n", r.name, r.c.Role, formatBytes(r.c.Weights.PerGPU), r.c.MemFraction,
+			formatBytes(r.c.Reserve), formatBytes(r.c.KVBytes), r.c.Tokens, seqs)
+	}
+	tw.Flush()
+	if rows := s.rows(); len(rows) > 0 {
+		k := rows[0].c.KV
+		where := "split across TP ranks"
+		if k.Replicated {
+			where = "the same on every TP rank"
+		}
+		idx := ""
+		if k.IndexerBytes > 0 {
+			idx = fmt.Sprintf(" + %d B indexer", k.IndexerBytes)
+		}
+		fmt.Fprintf(w, "  KV per token: %s, %d layers x (%d B%s) = %d B per GPU, %s\n", k.Attention, k.Layers, k.LayerBytes, idx, k.PerToken, where)
+	}
+	var mtp []string
+	for _, r := range s.rows() {
+		if r.c.Weights.NotLoaded > 0 {
+			mtp = append(mtp, fmt.Sprintf("%s %s", r.name, formatBytes(r.c.Weights.NotLoaded)))
+		}
+	}
+	if mtp != nil {
+		fmt.Fprintf(w, "  not loaded: the MTP layers (%s), a draft model only with speculative decoding\n", strings.Join(mtp, ", "))
+	}
+	for _, a := range s.Assumptions {
+		fmt.Fprintf(w, "  assumed: %s\n", a)
+	}
+	for _, wn := range s.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
+	if len(s.Commands) > 0 {
+		fmt.Fprintf(w, "\nlaunch commands (%s; the hosts are placeholders):\n", s.Engine)
+		for _, c := range s.Commands {
+			fmt.Fprintf(w, "\n# %s\n%s\n", c.Name, c.Shell)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPlanServing: pdq plan --gpu-memory adds the serving plan (text and JSON), --serve prints the
+// launch commands, and a plan that cannot work fails with --serve, naming why.
+func TestPlanServing(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--style", "deepseek", "--fp8", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	base := []string{"plan", src, "--gpus", "2", "--tp", "1", "--gpu-memory", "1GiB", "--mem-fraction", "0.5", "--reserve", "0"}
+
+	stdout, code, err := runPDQ(t, append(base, "--serve", "sglang", "--out", "/data/x")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, stdout)
+	}
+	for _, want := range []string{"serving plan (sglang rules)", "2 server(s) of TP1 EP1", "KV per token: mla", "assumed: reserve",
+		"python -m sglang.launch_server", "--model-path /data/x/decode", "--disaggregation-mode decode", "--mem-fraction-static 0.5",
+		"sglang_router.launch_router"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("plan --serve sglang lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	stdout, code, err = runPDQ(t, append(base, "--json", "--kv-cache-dtype", "fp8_e4m3")...)
+	if code != 0 {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Serving struct {
+			KV     string `json:"kv_cache_dtype"`
+			Decode struct {
+				Tokens  int64 `json:"tokens"`
+				KVBytes int64 `json:"kv_bytes_per_gpu"`
+				KV      struct {
+					PerToken int64 `json:"per_token"`
+				} `json:"kv"`
+				Weights struct {
+					PerGPU int64 `json:"per_gpu_bytes"`
+				} `json:"weights"`
+			} `json:"decode"`
+		} `json:"serving"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	d := doc.Serving.Decode
+	// Tiny deepseek: 3 layers of (128 + 32) FP8 bytes; half of 1 GiB less the weights.
+	if doc.Serving.KV != "fp8_e4m3" || d.KV.PerToken != 3*160 || d.KVBytes != 1<<29-d.Weights.PerGPU || d.Tokens != d.KVBytes/d.KV.PerToken {
+		t.Errorf("serving JSON: %+v", doc.Serving)
+	}
+
+	// 16 MiB per GPU holds no weights: a warning without --serve, a failure with it.
+	small := []string{"plan", src, "--gpus", "1", "--gpu-memory", "16MiB"}
+	if stdout, code, _ = runPDQ(t, small...); code != 0 || !strings.Contains(stdout, "warning: decode: weights do not fit") {
+		t.Errorf("exit %d:\n%s", code, stdout)
+	}
+	if _, code, err = runPDQ(t, append(small, "--serve", "vllm")...); code != 1 || err == nil || !strings.Contains(err.Error(), "weights do not fit") {
+		t.Errorf("--serve with weights over budget: exit %d, %v", code, err)
+	}
+	for _, bad := range [][]string{
+		{"plan", src, "--gpu-memory", "1GiB", "--gpus", "3"}, // 4 heads across TP3
+		{"plan", src, "--gpu-memory", "1GiB", "--tp", "2", "--ep", "3"},
+		{"plan", src, "--serve", "sglang"}, // no --gpu-memory
+		{"plan", src, "--gpu-memory", "1GiB", "--serve", "trtllm"},
+		{"plan", src, "--gpu-memory", "1GiB", "--kv-cache-dtype", "int8"},
+	} {
+		if _, code, err := runPDQ(t, bad...); code != 2 {
+			t.Errorf("%q: exit %d (%v), want 2", bad[2:], code, err)
+		}
+	}
+}

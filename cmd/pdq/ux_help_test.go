@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"pdq/quantize/convert"
+)
+
+// TestEveryCommandHasAnExample: every command and command group a user can reach shows an
+// example in --help (cobra's per-shell completion commands explain themselves in their text).
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Parent() != nil && c.Parent().Name() == "completion" {
+			return
+		}
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+}
+
+// TestHelpText: defaults are shown once and as typed, examples work from the repository root,
+// and out-of-range values are refused rather than ignored.
+func TestHelpText(t *testing.T) {
+	help := func(args ...string) string {
+		out, code, err := runPDQ(t, append(args, "--help")...)
+		if code != 0 {
+			t.Fatalf("%v --help: %v", args, err)
+		}
+		return out
+	}
+	gen := help("testdata", "gen")
+	for _, line := range strings.Split(gen, "\n") {
+		if strings.Count(line, "default") > 1 {
+			t.Errorf("testdata gen --help: two defaults in %q", line)
+		}
+	}
+	// Every file an example names exists from the repository root.
+	for _, m := range regexp.MustCompile(`--config (\S+\.json)`).FindAllStringSubmatch(gen, -1) {
+		if _, err := os.Stat(filepath.Join("..", "..", m[1])); err != nil {
+			t.Errorf("testdata gen example names %s: %v", m[1], err)
+		}
+	}
+	for _, args := range [][]string{{"plan"}, {"convert"}, {"verify"}, {"calib", "inspect"}} {
+		h := help(args...)
+		if args[0] != "verify" && !strings.Contains(h, "(default "+convert.DefaultTargets+")") {
+			t.Errorf("%v --help: --targets default not shown as typed:\n%s", args, h)
+		}
+		if strings.Contains(h, `\\.experts`) {
+			t.Errorf("%v --help: doubled backslashes in the --targets default", args)
+		}
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "a"), "--experts", "0"}, "--experts 0: want at least 1"},
+		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "b"), "--layers", "0"}, "--layers 0: want at least 1"},
+		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "c"), "--config", "glm-5.json"}, "testdata/configs"},
+		{[]string{"plan", dir, "--group-size", "48"}, "--group-size 48: want 32, 64 or 128, or 0 for one scale per output channel"},
+	} {
+		_, code, err := runPDQ(t, tc.args...)
+		if code == 0 || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: exit %d, %v; want %q", tc.args, code, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+		t.Errorf("--experts 0 wrote %s", filepath.Join(dir, "a"))
+	}
+}

@@ -1,0 +1,112 @@
+// Package fsutil holds the file operations every writer of the project shares: files that appear
+// under their final name only when complete (write to ".NAME.partial", sync, rename, sync the
+// directory), and hashing a file's bytes.
+package fsutil
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// PartialName is the temporary name WriteAtomic writes path under, in the same directory.
+func PartialName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+}
+
+// WriteAtomic writes a file through fill under PartialName(path), syncs it, renames it to path
+// and syncs the directory. The temporary file is created fresh (an existing one, or a link
+// planted under its name, is removed first, never written through). On any error it is
+// removed and path is untouched.
+func WriteAtomic(path string, fill func(io.Writer) error) error {
+	return WriteAtomicPerm(path, 0o644, fill)
+}
+
+// WriteAtomicPerm is WriteAtomic creating the file with permission bits perm (exactly: the
+// umask can only narrow them).
+func WriteAtomicPerm(path string, perm os.FileMode, fill func(io.Writer) error) error {
+	tmp := PartialName(path)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	err = fill(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = SyncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic is WriteAtomic of data.
+func WriteFileAtomic(path string, data []byte) error {
+	return WriteAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// SyncDir flushes a directory entry change (a rename) to disk. File systems that cannot sync a
+// directory (EINVAL, ENOTSUP) are accepted as they are.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+		return nil
+	}
+	return err
+}
+
+// HashFile returns the size and hex SHA-256 of a file's bytes; it stops between 8 MiB reads
+// when ctx is cancelled.
+func HashFile(ctx context.Context, path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 8<<20)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, "", err
+		}
+		k, rerr := io.ReadFull(f, buf)
+		h.Write(buf[:k])
+		n += int64(k)
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			return n, hex.EncodeToString(h.Sum(nil)), nil
+		}
+		if rerr != nil {
+			return 0, "", fmt.Errorf("hash %s: %w", path, rerr)
+		}
+	}
+}

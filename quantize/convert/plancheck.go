@@ -1,0 +1,96 @@
+package convert
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"pdq/quantize/rules"
+)
+
+// checkTargets refuses a decode output with no INT4 module (ErrNoTargets) unless the options
+// accept one, saying what the checkpoint holds: a dense model or a mistyped pattern otherwise
+// yields a "pack-quantized" checkpoint whose ignore list covers every Linear.
+func (p *Plan) checkTargets(targets, ignore *regexp.Regexp) error {
+	if p.Options.Only == KindPrefill || p.Options.NoInt4OK || p.Options.TargetSet != nil || len(p.Skipped) > 0 {
+		return nil // with skipped targets, --on-unsupported skip asked for them dense
+	}
+	var linears, matched, experts int
+	example := ""
+	for _, m := range p.Modules {
+		if m.Decode == SchemeInt4 {
+			return nil
+		}
+		if !m.Linear || neverQuantized[m.Role] {
+			continue
+		}
+		linears++
+		if example == "" || m.Role == rules.RoleRoutedExpert && !strings.Contains(example, "expert") {
+			example = m.Name
+		}
+		if m.Role == rules.RoleRoutedExpert {
+			experts++
+		}
+		if targets.MatchString(m.Name) {
+			matched++
+		}
+	}
+	why := fmt.Sprintf("no module matches the targets %q", p.Options.Targets)
+	switch {
+	case matched > 0:
+		why = fmt.Sprintf("the ignore pattern %q removes all %d modules the targets %q match", p.Options.Ignore, matched, p.Options.Targets)
+	}
+	held := fmt.Sprintf("this checkpoint has %d Linear modules", linears)
+	if experts == 0 {
+		held = "this checkpoint has no routed experts: " + strconv.Itoa(linears) + " Linear modules"
+	}
+	if example != "" {
+		held += ", e.g. " + example
+	}
+	return fmt.Errorf("convert: %s: %w: %s; %s", p.Source.Dir, ErrNoTargets, why, held)
+}
+
+// configWarnings names config.json values that contradict the tensors: engines size their
+// buffers from config.json, so a mismatch fails or misbehaves at load time.
+func (p *Plan) configWarnings() []string {
+	if p.Config == nil {
+		return nil
+	}
+	var ws []string
+	warn := func(key string, have int64, what string) {
+		if v, ok := rules.ConfigInt(p.Config, key); ok && v != have {
+			ws = append(ws, fmt.Sprintf("config.json says %s %d but %s %d", key, v, what, have))
+		}
+	}
+	expertRows, maxExpert := int64(-1), int64(-1)
+	reExpert := regexp.MustCompile(`\.experts\.(\d+)\.`)
+	for _, m := range p.Modules {
+		switch {
+		case m.Role == rules.RoleEmbedding && strings.Contains(m.Weight.Name, "embed_tokens") && len(m.Weight.Shape) == 2:
+			warn("hidden_size", m.Weight.Shape[1], "the embedding has width")
+			warn("vocab_size", m.Weight.Shape[0], "the embedding has rows")
+		case m.Role == rules.RoleRoutedExpert && m.Linear:
+			if expertRows < 0 && strings.HasSuffix(m.Name, "gate_proj") {
+				expertRows = int64(m.Rows)
+			}
+			if sm := reExpert.FindStringSubmatch(m.Name); sm != nil {
+				e, _ := strconv.ParseInt(sm[1], 10, 64)
+				maxExpert = max(maxExpert, e)
+			}
+		}
+	}
+	if expertRows > 0 {
+		warn("moe_intermediate_size", expertRows, "the routed experts' gate_proj has rows")
+	}
+	if maxExpert >= 0 {
+		key := "n_routed_experts"
+		if _, ok := p.Config[key]; !ok {
+			key = "num_experts"
+		}
+		if v, ok := rules.ConfigInt(p.Config, key); ok && v < maxExpert+1 {
+			ws = append(ws, fmt.Sprintf("config.json says %s %d but the checkpoint holds expert %d", key, v, maxExpert))
+		}
+	}
+	return ws
+}

@@ -1,0 +1,217 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"pdq/quantize/convert"
+	"pdq/quantize/rules"
+	"pdq/safetensors"
+	"pdq/testdata/synth"
+)
+
+// headerOnlyPlan lays out a full-size header-only FP8 checkpoint of a real config (sparse files
+// that cost no disk) and plans its conversion with INT4 g32 experts.
+func headerOnlyPlan(t *testing.T, config string) (*convert.Plan, synth.Model) {
+	t.Helper()
+	m, err := synth.FromConfigFile(filepath.Join("..", "..", "testdata", "configs", config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "ck")
+	if err := synth.Generate(context.Background(), dir, synth.Options{Model: m, FP8: true, HeaderOnly: true, MaxShardBytes: 5e9}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := safetensors.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	cfg, err := rules.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := convert.NewPlan(ck, cfg, convert.Options{GroupSize: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, m
+}
+
+// handPerGPU computes by hand, from the model's dimensions and not from tensor names, what one GPU
+// of a TP-way server holds of a DeepSeek-style checkpoint: FP8 128x128 blocks with float32 scales
+// (source) or the decode form (routed experts INT4 g32 with BF16 scales and an int64 shape, every
+// other Linear BF16). Attention up-projections, dense and shared MLPs are split TP ways, routed
+// experts E/EP per rank and cut TP/EP ways, embeddings and head by vocabulary rows (padded to 64);
+// the MLA down-projections, the indexer, norms and the router are whole on every GPU; the MTP
+// layers are not loaded. Every split tensor rounds up.
+func handPerGPU(m synth.Model, decode bool, tp, ep int64) int64 {
+	cd := func(a, b int64) int64 { return (a + b - 1) / b }
+	blocks := func(n, k int64) int64 { return cd(n, 128) * cd(k, 128) * 4 }
+	lin := func(n, k, ways int64) int64 { // a dense Linear cut ways ways
+		if decode {
+			return cd(2*n*k, ways)
+		}
+		return cd(n*k, ways) + cd(blocks(n, k), ways)
+	}
+	expert := func(n, k, ways int64) int64 {
+		if decode {
+			return cd(n*k/2, ways) + cd(n*(k/32)*2, ways) + cd(16, ways)
+		}
+		return cd(n*k, ways) + cd(blocks(n, k), ways)
+	}
+	h, v := int64(m.Hidden), int64(m.Vocab)
+	heads, qr, kvr := int64(m.Heads), int64(m.QLoraRank), int64(m.KVLoraRank)
+	nope, rope, vh := int64(m.QKNope), int64(m.QKRope), int64(m.VHead)
+	ih, id := int64(m.IndexHeads), int64(m.IndexHeadDim)
+	e, mi, shared := int64(m.Experts), int64(m.MoEIntermediate), int64(m.MoEIntermediate*m.SharedExperts)
+	inter := int64(m.Intermediate)
+
+	padded := cd(v, 64) * 64
+	total := 2 * (2 * h * cd(padded, tp)) // embed_tokens and lm_head, BF16
+	total += 2 * h                        // model.norm
+	for l := 0; l < m.Layers; l++ {
+		total += 2 * (2 * h) // input and post-attention norms
+		total += lin(qr, h, 1) + 2*qr + lin(heads*(nope+rope), qr, tp)
+		total += lin(kvr+rope, h, 1) + 2*kvr + lin(heads*(nope+vh), kvr, tp)
+		total += lin(h, heads*vh, tp)
+		if ih > 0 {
+			total += lin(ih*id, qr, 1) + lin(id, h, 1) + 2*id + 2*id + 2*ih*h
+		}
+		if l < m.DenseLayers {
+			total += 2*lin(inter, h, tp) + lin(h, inter, tp)
+			continue
+		}
+		total += 2*e*h + 4*e // router weight (BF16) and score correction bias (F32)
+		total += e / ep * (2*expert(mi, h, tp/ep) + expert(h, mi, tp/ep))
+		total += 2*lin(shared, h, tp) + lin(h, shared, tp)
+	}
+	return total
+}
+
+// TestPerGPUWeightsHeaderOnly: per-GPU weight bytes of the generated full-size GLM-5 and Kimi-K2
+// layouts, source and decode, equal the hand computation.
+func TestPerGPUWeightsHeaderOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lays out two full-size header-only checkpoints")
+	}
+	plans := map[string]*convert.Plan{}
+	models := map[string]synth.Model{}
+	for _, tc := range []struct {
+		config string
+		tp, ep int
+	}{
+		{"glm-5.json", 8, 1},
+		{"glm-5.json", 8, 8},
+		{"glm-5.json", 4, 2},
+		{"kimi-k2-instruct.json", 8, 1},
+		{"kimi-k2-instruct.json", 16, 16},
+	} {
+		if plans[tc.config] == nil {
+			plans[tc.config], models[tc.config] = headerOnlyPlan(t, tc.config)
+		}
+		p, sm := plans[tc.config], models[tc.config]
+		m, err := ModelFromConfig(p.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, which := range []Checkpoint{Source, Prefill, Decode} {
+			w, err := m.PerGPUWeights(Tensors(p, which), Parallel{TP: tc.tp, EP: tc.ep})
+			if err != nil {
+				t.Fatalf("%s %s: %v", tc.config, which, err)
+			}
+			want := handPerGPU(sm, which == Decode, int64(tc.tp), int64(tc.ep))
+			t.Logf("%s TP%d EP%d %s: %.2f GiB per GPU (%.2f GiB in the checkpoint, %.2f GiB MTP not loaded)",
+				tc.config, tc.tp, tc.ep, which, gib(w.PerGPU), gib(w.Total), gib(w.NotLoaded))
+			if w.PerGPU != want {
+				t.Errorf("%s TP%d EP%d %s: %d bytes per GPU, hand computation %d (off by %d)", tc.config, tc.tp, tc.ep, which, w.PerGPU, want, w.PerGPU-want)
+			}
+			if (sm.MTPLayers > 0) != (w.NotLoaded > 0) {
+				t.Errorf("%s: %d MTP layers, %d bytes not loaded", tc.config, sm.MTPLayers, w.NotLoaded)
+			}
+		}
+	}
+}
+
+func TestSplitOf(t *testing.T) {
+	m := Model{Layers: 2, Heads: 8, KVHeads: 2, HeadDim: 64, Experts: 4}
+	for name, want := range map[string]Split{
+		"model.layers.0.self_attn.q_a_proj.weight":             SplitReplicated,
+		"model.layers.0.self_attn.kv_a_proj_with_mqa.weight":   SplitReplicated,
+		"model.layers.0.self_attn.q_b_proj.weight_scale_inv":   SplitTP,
+		"model.layers.0.self_attn.kv_b_proj.weight":            SplitTP,
+		"model.layers.0.self_attn.o_proj.weight":               SplitTP,
+		"model.layers.0.self_attn.q_proj.bias":                 SplitTP,
+		"model.layers.0.self_attn.k_proj.weight":               SplitKVHeads,
+		"model.layers.0.self_attn.indexer.wq_b.weight":         SplitReplicated,
+		"model.layers.0.self_attn.indexer.k_norm.bias":         SplitReplicated,
+		"model.layers.1.mlp.experts.3.down_proj.weight_packed": SplitExperts,
+		"model.layers.1.mlp.shared_experts.up_proj.weight":     SplitTP,
+		"model.layers.1.mlp.gate.weight":                       SplitReplicated,
+		"model.layers.1.mlp.gate.e_score_correction_bias":      SplitReplicated,
+		"model.layers.0.mlp.down_proj.weight":                  SplitTP,
+		"model.layers.0.input_layernorm.weight":                SplitReplicated,
+		"model.embed_tokens.weight":                            SplitVocab,
+		"lm_head.weight":                                       SplitVocab,
+		"model.layers.2.eh_proj.weight":                        SplitNotLoaded,
+		"model.layers.2.mlp.experts.0.up_proj.weight":          SplitNotLoaded,
+	} {
+		if got := m.SplitOf(name); got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
+}
+
+func TestPerGPUWeightsSmall(t *testing.T) {
+	m := Model{Layers: 1, Heads: 8, KVHeads: 2, HeadDim: 64, Experts: 4}
+	ts := []Tensor{
+		{Name: "model.embed_tokens.weight", Shape: []int64{100, 4}, Bytes: 800}, // 100 rows pad to 128: 16 per rank at TP8
+		{Name: "model.layers.0.self_attn.k_proj.weight", Shape: []int64{128, 4}, Bytes: 1024},
+		{Name: "model.layers.0.self_attn.o_proj.weight", Bytes: 1001},
+		{Name: "model.layers.0.mlp.experts.0.up_proj.weight", Bytes: 64},
+		{Name: "model.layers.0.mlp.experts.1.up_proj.weight", Bytes: 64},
+		{Name: "model.layers.0.mlp.experts.2.up_proj.weight", Bytes: 64},
+		{Name: "model.layers.0.mlp.experts.3.up_proj.weight", Bytes: 64},
+		{Name: "model.norm.weight", Bytes: 8},
+	}
+	for _, tc := range []struct {
+		p    Parallel
+		want int64
+	}{
+		// TP8: embed 8 B/row x 16 rows; k_proj: 2 KV heads < 8 ranks, one head (512 B) each;
+		// o_proj ceil(1001/8); experts 4 x 64/8; norm whole.
+		{Parallel{TP: 8, EP: 1}, 128 + 512 + 126 + 32 + 8},
+		// EP4 inside TP8: one expert per EP rank, cut 2 ways.
+		{Parallel{TP: 8, EP: 4}, 128 + 512 + 126 + 32 + 8},
+		// TP2 EP2: two experts whole per rank.
+		{Parallel{TP: 2, EP: 2}, 8*64 + 512 + 501 + 128 + 8},
+	} {
+		w, err := m.PerGPUWeights(ts, tc.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.PerGPU != tc.want {
+			t.Errorf("%+v: %d, want %d (%v)", tc.p, w.PerGPU, tc.want, w.BySplit)
+		}
+	}
+	for _, p := range []Parallel{{TP: 8, EP: 3}, {TP: 3, EP: 1}, {TP: 8, EP: 8}, {TP: 0, EP: 1}} {
+		if _, err := m.PerGPUWeights(ts, p); !errors.Is(err, ErrOptions) {
+			t.Errorf("%+v: %v, want ErrOptions", p, err)
+		}
+	}
+}
+
+func TestExpertWidthProblems(t *testing.T) {
+	m := Model{MoEInter: 1536, Experts: 160, Heads: 96, Layers: 1}
+	if got := m.ExpertWidthProblems(Parallel{TP: 8, EP: 1}, true, 32); len(got) != 1 {
+		t.Errorf("GLM-4.5 1536 at TP8: FP8 192 per rank must fail, INT4 g32 pass: %q", got)
+	}
+	if got := m.ExpertWidthProblems(Parallel{TP: 8, EP: 8}, true, 128); len(got) != 0 {
+		t.Errorf("EP8: whole experts per rank: %q", got)
+	}
+	if got := m.ExpertWidthProblems(Parallel{TP: 16, EP: 1}, false, 128); len(got) != 1 {
+		t.Errorf("96 per rank at g128: %q", got)
+	}
+}
