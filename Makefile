@@ -5,8 +5,7 @@
 GO        ?= go
 CACHE     ?= $(HOME)/.cache/pdq
 BIN       := bin
-# Packages under testdata/ are not matched by ./..., so they are named explicitly.
-PKGS      := ./... ./testdata/synth
+PKGS      := ./...
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW := $(CACHE)/bin/versitygw
 DEMO      ?= out/demo
@@ -59,7 +58,7 @@ test-short:
 
 ## lint: gofmt and go vet
 lint:
-	@out=$$(gofmt -l cmd quantize safetensors calib kernels testdata publish tools 2>/dev/null); \
+	@out=$$(gofmt -l cmd quantize safetensors calib kernels internal publish tools 2>/dev/null); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 

@@ -11,6 +11,9 @@ import (
 // It holds no state; the zero value is ready and safe for concurrent use.
 type CPU struct{}
 
+// CPU implements Backend.
+var _ Backend = CPU{}
+
 // Name returns "cpu".
 func (CPU) Name() string { return "cpu" }
 

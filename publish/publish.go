@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"pdq/internal/par"
 	"pdq/publish/store"
 )
 
@@ -280,7 +281,7 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	}
 	content := contentSHA256(entries)
 
-	up := &uploader{st: st, sem: make(chan struct{}, opts.Parallel), tempSlots: make(chan struct{}, 2),
+	up := &uploader{st: st, sem: par.NewSem(opts.Parallel), tempSlots: par.NewSem(2),
 		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
 	results := make([]FileResult, len(files))
 	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {

@@ -27,12 +27,10 @@ func publishFile(ctx context.Context, up *uploader, f localFile, s sums, content
 		}
 		// One file compressed at a time (it uses every core), and at most two compressed copies
 		// on disk: one being compressed while the previous one is uploaded.
-		select {
-		case up.tempSlots <- struct{}{}:
-		case <-ctx.Done():
-			return File{}, FileResult{}, ctx.Err()
+		if err := up.tempSlots.Acquire(ctx); err != nil {
+			return File{}, FileResult{}, err
 		}
-		defer func() { <-up.tempSlots }()
+		defer up.tempSlots.Release()
 		up.compressMu.Lock()
 		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0)
 		up.compressMu.Unlock()

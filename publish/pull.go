@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"pdq/internal/par"
 	"pdq/publish/store"
 	"pdq/publish/zipnn"
 )
@@ -77,7 +78,7 @@ type PullResult struct {
 type puller struct {
 	st       store.Store
 	root     *os.Root
-	sem      chan struct{}
+	sem      par.Sem
 	partSize int64
 	progress Progress
 	log      *slog.Logger
@@ -119,7 +120,7 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	if err := prepareState(root, raw); err != nil {
 		return nil, err
 	}
-	p := &puller{st: st, root: root, sem: make(chan struct{}, opts.Parallel), partSize: opts.PartSize,
+	p := &puller{st: st, root: root, sem: par.NewSem(opts.Parallel), partSize: opts.PartSize,
 		progress: opts.Progress, log: opts.Log, onRange: opts.OnRange}
 	var total int64
 	for _, f := range m.Files {

@@ -92,15 +92,11 @@ func (p *puller) fetchAll(ctx context.Context, f File, out, logf *os.File, done 
 			p.progress.Add(ln)
 			continue
 		}
-		select {
-		case p.sem <- struct{}{}:
-		case <-pctx.Done():
-		}
-		if pctx.Err() != nil {
+		if p.sem.Acquire(pctx) != nil {
 			break
 		}
 		wg.Go(func() {
-			defer func() { <-p.sem }()
+			defer p.sem.Release()
 			err := p.fetchRange(pctx, f.Key, out, off, ln)
 			mu.Lock()
 			defer mu.Unlock()

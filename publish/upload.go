@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"pdq/internal/par"
 	"pdq/publish/store"
 
 	"pdq/safetensors"
@@ -37,14 +38,14 @@ func (noProgress) Add(int64) {}
 // already holds with the right size and CRC32C are kept and only the others are sent.
 type uploader struct {
 	st       store.Store
-	sem      chan struct{} // bounds the requests in flight, across files
+	sem      par.Sem // bounds the requests in flight, across files
 	progress Progress
 	onPart   func(key string, part int32)
 	log      *slog.Logger
 
 	bytesSent  atomic.Int64
 	compressMu sync.Mutex
-	tempSlots  chan struct{} // bounds the compressed temporary files on disk
+	tempSlots  par.Sem // bounds the compressed temporary files on disk
 }
 
 // sendStats counts what one file's upload did.
@@ -53,16 +54,9 @@ type sendStats struct {
 	resumed                bool
 }
 
-func (u *uploader) acquire(ctx context.Context) error {
-	select {
-	case u.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (u *uploader) acquire(ctx context.Context) error { return u.sem.Acquire(ctx) }
 
-func (u *uploader) release() { <-u.sem }
+func (u *uploader) release() { u.sem.Release() }
 
 // upload stores the local file (described by s) under key with metadata md.
 func (u *uploader) upload(ctx context.Context, key, local string, s sums, md map[string]string) (sendStats, error) {

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
+	"pdq/internal/par"
 	"pdq/publish/store"
 	"pdq/publish/zipnn"
 )
@@ -67,38 +67,24 @@ func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (*VerifyRes
 		}
 		opts.Progress.AddTotal(total)
 	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		fatalErr error
-	)
-	sem := make(chan struct{}, opts.Parallel)
-	for i, f := range m.Files {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			check := FileCheck{Path: f.Path, Key: f.Key}
-			var problem string
-			var err error
-			if opts.Deep {
-				problem, err = deepCheck(ctx, st, f, opts.Progress)
-			} else {
-				problem, err = quickCheck(ctx, st, f)
-			}
-			if err != nil {
-				mu.Lock()
-				if fatalErr == nil {
-					fatalErr = err
-				}
-				mu.Unlock()
-			}
-			check.OK, check.Problem = problem == "" && err == nil, problem
-			res.Files[i] = check
-		})
-	}
-	wg.Wait()
-	if fatalErr != nil {
-		return nil, fatalErr
+	// A store error stops the check (the lowest file's error is reported); a mismatch is a
+	// problem of that file and the others are still checked.
+	err = par.ForEach(ctx, len(m.Files), opts.Parallel, func(i int) error {
+		f := m.Files[i]
+		check := FileCheck{Path: f.Path, Key: f.Key}
+		var problem string
+		var err error
+		if opts.Deep {
+			problem, err = deepCheck(ctx, st, f, opts.Progress)
+		} else {
+			problem, err = quickCheck(ctx, st, f)
+		}
+		check.OK, check.Problem = problem == "" && err == nil, problem
+		res.Files[i] = check
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range res.Files {
 		if !c.OK {

@@ -72,3 +72,22 @@ func Chunks(ctx context.Context, n, step, workers int, fn func(lo, hi int) error
 		return fn(lo, min(n, lo+step))
 	})
 }
+
+// Sem bounds how many holders run at once (a counting semaphore whose wait can be cancelled).
+type Sem chan struct{}
+
+// NewSem returns a semaphore of n slots (at least 1).
+func NewSem(n int) Sem { return make(Sem, max(n, 1)) }
+
+// Acquire waits for a slot or for ctx to end (then it holds nothing and returns ctx's error).
+func (s Sem) Acquire(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Release frees a slot taken by Acquire.
+func (s Sem) Release() { <-s }

@@ -39,3 +39,23 @@ func TestForEach(t *testing.T) {
 		t.Fatalf("chunks %v", got)
 	}
 }
+
+// TestSem: at most n holders at once; a cancelled wait holds nothing.
+func TestSem(t *testing.T) {
+	s := NewSem(2)
+	ctx := context.Background()
+	s.Acquire(ctx)
+	s.Acquire(ctx)
+	c, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Acquire(c); !errors.Is(err, context.Canceled) {
+		t.Fatalf("third acquire: %v", err)
+	}
+	s.Release()
+	if err := s.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 2 {
+		t.Fatalf("%d held", len(s))
+	}
+}

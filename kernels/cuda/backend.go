@@ -50,6 +50,9 @@ type Backend struct {
 	host.Ops
 }
 
+// Backend implements kernels.Backend.
+var _ kernels.Backend = (*Backend)(nil)
+
 // slot is what one call owns: two streams and a buffer set per stream.
 type slot struct {
 	streams [2]cu.Stream

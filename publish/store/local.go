@@ -29,6 +29,9 @@ type Local struct {
 	root string
 }
 
+// Local implements Store.
+var _ Store = (*Local)(nil)
+
 // NewLocal returns the store rooted at dir. The directory is created on the first write.
 func NewLocal(dir string) (*Local, error) {
 	if dir == "" {

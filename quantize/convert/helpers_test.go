@@ -12,10 +12,10 @@ import (
 	"sync"
 	"testing"
 
+	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
 )
 
 // root holds the checkpoints and outputs shared by several tests of one test binary run.

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
 )
 
 // resumeOptions plan the resume and cancellation tests: small output shards, so that a run is

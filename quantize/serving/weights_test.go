@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
-	"pdq/testdata/synth"
 )
 
 // headerOnlyPlan lays out a full-size header-only FP8 checkpoint of a real config (sparse files

@@ -73,6 +73,9 @@ type Store struct {
 	bucketErr  error // set when the bucket turned out not to exist
 }
 
+// Store implements store.Store.
+var _ store.Store = (*Store)(nil)
+
 // New returns the store cfg describes. It sends no request to the service. With a custom
 // endpoint (Config.Endpoint, AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3: a local or non-AWS server)
 // the EC2 instance metadata service is never asked for credentials, and missing credentials

@@ -109,7 +109,7 @@ func TestSized(t *testing.T) {
 
 // TestFromConfig lays out GLM-5 from its real config and checks the parameter count.
 func TestFromConfig(t *testing.T) {
-	m, err := FromConfigFile("../configs/glm-5.json")
+	m, err := FromConfigFile("../../testdata/configs/glm-5.json")
 	if err != nil {
 		t.Fatal(err)
 	}
