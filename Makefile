@@ -15,7 +15,7 @@ export CGO_ENABLED ?= 0
 # experiment the scalar loops build and give the same bytes.
 export GOEXPERIMENT ?= simd
 
-.PHONY: all build test test-short test-simd lint bench quality demo tools clean
+.PHONY: all build test test-short test-simd test-slurm test-deploy lint bench quality demo tools clean
 
 all: lint build test
 
@@ -37,6 +37,20 @@ test-simd:
 	GOAMD64=v3 $(GO) test $(SIMD_TESTS)
 	if grep -qw avx512f /proc/cpuinfo; then GOAMD64=v4 $(GO) test $(SIMD_TESTS); fi
 	PDQ_NOSIMD=1 $(GO) test $(SIMD_TESTS)
+
+## test-slurm: deploy/slurm on a real one-node Slurm cluster started from a temporary directory
+## (needs root and Debian's slurmctld slurmd slurm-client munge; skips without them unless CI=true):
+## a 4-part job array plus the dependent merge, byte-compared with one convert
+test-slurm: build
+	scripts/slurm-e2e.sh $(BIN)/pdq
+
+## test-deploy: the Kubernetes manifests decoded strictly into the k8s.io/api types and checked
+## (deploy/k8stest, a module of its own so the main module does not depend on k8s.io/api; every
+## flag they pass must be in bin/pdq's convert --help), and the Slurm scripts parsed by bash
+test-deploy: build
+	@out=$$(gofmt -l deploy/k8stest); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	cd deploy/k8stest && $(GO) vet ./... && PDQ_BIN=$(CURDIR)/$(BIN)/pdq $(GO) test -count=1 ./...
+	for f in deploy/slurm/*.sh deploy/slurm/*.sbatch scripts/slurm-e2e.sh scripts/parts-bench.sh; do bash -n $$f || exit 1; done
 
 ## test-short: the fast tests only
 test-short:
