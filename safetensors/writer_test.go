@@ -459,3 +459,63 @@ func TestWriterPlantedLink(t *testing.T) {
 		t.Fatalf("the planted link's target was written: %q", b)
 	}
 }
+
+// TestWriterResume: a detached writer's temporary file is resumed with the kept tensors counted
+// written; a file with another link, another size or another header is refused (ErrNoPartial).
+func TestWriterResume(t *testing.T) {
+	dir := t.TempDir()
+	plans, err := PlanShards([]TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}}, {Name: "b", DType: U8, Shape: []int64{4}}}, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, plans[0].FileName)
+	w, err := Create(path, plans[0].Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteTensor("a", []byte{1, 2, 3, 4})
+	if err := w.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	temp := filepath.Join(dir, "."+plans[0].FileName+".partial")
+	if err := os.Link(temp, filepath.Join(dir, "other")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resume(path, plans[0].Layout, []string{"a"}); !errors.Is(err, ErrNoPartial) {
+		t.Fatalf("resume of a file with two links: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "other"))
+	w, err = Resume(path, plans[0].Layout, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTensor("a", []byte{9, 9, 9, 9}); !errors.Is(err, ErrWriteMismatch) {
+		t.Fatalf("rewriting a kept tensor: %v, want ErrWriteMismatch", err)
+	}
+	w.Abort()
+	w, _ = Create(path, plans[0].Layout)
+	w.WriteTensor("a", []byte{1, 2, 3, 4})
+	w.Detach()
+	w, err = Resume(path, plans[0].Layout, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteTensor("b", []byte{5, 6, 7, 8})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	got := make([]byte, 4)
+	ck.ReadTensor(ck.Tensor("a"), got)
+	if string(got) != "\x01\x02\x03\x04" {
+		t.Fatalf("kept tensor a reads %v", got)
+	}
+	os.WriteFile(temp, make([]byte, plans[0].Layout.FileSize), 0o644) // right size, no header
+	if _, err := Resume(path, plans[0].Layout, nil); !errors.Is(err, ErrNoPartial) {
+		t.Fatalf("resume of a file without the header: %v", err)
+	}
+}

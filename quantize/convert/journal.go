@@ -25,13 +25,19 @@ type record struct {
 	RTN *quantize.Metrics `json:"rtn,omitempty"`
 }
 
-// finishedShard is one journal entry.
+// finishedShard is one journal entry: a finished shard, or (Tensor set) one finished tensor of
+// a shard still being written, whose bytes in the shard's temporary file have the CRC-32C.
 type finishedShard struct {
 	Key     string   `json:"key,omitempty"` // set in the file, the map key in memory
+	Tensor  string   `json:"tensor,omitempty"`
 	Size    int64    `json:"size"`
-	SHA256  string   `json:"sha256"`
+	SHA256  string   `json:"sha256,omitempty"`
+	CRC32C  *uint32  `json:"crc32c,omitempty"`
 	Records []record `json:"records,omitempty"`
 }
+
+// tensorKey names one tensor of one output shard (journal key, tensor name).
+type tensorKey struct{ shard, tensor string }
 
 // journal lists finished shards by output-relative path ("decode/model-00001-of-00009.safetensors").
 // On disk it is JSON lines: a first line with the plan ID, then one line per finished shard,
@@ -41,6 +47,9 @@ type journal struct {
 	name   string // the file name in the output directory: JournalName, or a part's
 	PlanID string
 	Shards map[string]*finishedShard
+	// Tensors are the finished tensors of unfinished shards: an interrupted run keeps them in
+	// the shard's temporary file, so a resumed one redoes less than a shard.
+	Tensors map[tensorKey]*finishedShard
 }
 
 // journalHead is the first line of the journal file.
@@ -48,9 +57,14 @@ type journalHead struct {
 	PlanID string `json:"plan_id"`
 }
 
+// newJournal is an empty journal kept in the file name.
+func newJournal(name string) *journal {
+	return &journal{name: name, Shards: map[string]*finishedShard{}, Tensors: map[tensorKey]*finishedShard{}}
+}
+
 // loadJournal reads the journal file name in dir; a missing file is an empty journal.
 func loadJournal(dir, name string) (*journal, error) {
-	j := &journal{name: name, Shards: map[string]*finishedShard{}}
+	j := newJournal(name)
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return j, nil
@@ -71,7 +85,16 @@ func loadJournal(dir, name string) (*journal, error) {
 		}
 		key := fs.Key
 		fs.Key = ""
+		if fs.Tensor != "" {
+			j.Tensors[tensorKey{key, fs.Tensor}] = &fs
+			continue
+		}
 		j.Shards[key] = &fs
+	}
+	for k := range j.Tensors {
+		if j.Shards[k.shard] != nil {
+			delete(j.Tensors, k) // the shard finished since
+		}
 	}
 	return j, nil
 }
@@ -95,12 +118,42 @@ func (j *journal) save(dir string) error {
 			return err
 		}
 	}
+	tks := make([]tensorKey, 0, len(j.Tensors))
+	for k := range j.Tensors {
+		if j.Shards[k.shard] == nil {
+			tks = append(tks, k)
+		}
+	}
+	sort.Slice(tks, func(a, b int) bool {
+		return tks[a].shard < tks[b].shard || tks[a].shard == tks[b].shard && tks[a].tensor < tks[b].tensor
+	})
+	for _, k := range tks {
+		fs := *j.Tensors[k]
+		fs.Key, fs.Tensor = k.shard, k.tensor
+		if err := enc.Encode(&fs); err != nil {
+			return err
+		}
+	}
 	return writeFileAtomic(filepath.Join(dir, j.name), buf.Bytes())
 }
 
 // add records a finished shard: in memory, and as one appended, synced line on disk.
 func (j *journal) add(dir, key string, fs *finishedShard) error {
 	j.Shards[key] = fs
+	return j.appendLine(dir, key, fs, true)
+}
+
+// addTensor records a finished tensor of the unfinished shard key: in memory, and as one
+// appended line, not synced (a line lost in a crash only means the tensor is redone; a line whose
+// data did not reach the disk fails its CRC on resume).
+func (j *journal) addTensor(dir, key, tensor string, fs *finishedShard) error {
+	j.Tensors[tensorKey{key, tensor}] = fs
+	line := *fs
+	line.Tensor = tensor
+	return j.appendLine(dir, key, &line, false)
+}
+
+func (j *journal) appendLine(dir, key string, fs *finishedShard, sync bool) error {
 	line := *fs
 	line.Key = key
 	b, err := json.Marshal(&line)
@@ -112,7 +165,7 @@ func (j *journal) add(dir, key string, fs *finishedShard) error {
 		return fmt.Errorf("convert: journal: %w", err)
 	}
 	_, err = f.Write(append(b, '\n'))
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -140,7 +140,8 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 		return nil, err
 	}
 	id := p.ID()
-	all := &journal{name: JournalName, PlanID: id, Shards: map[string]*finishedShard{}}
+	all := newJournal(JournalName)
+	all.PlanID = id
 	var problems []string
 	for _, pp := range parts {
 		if err := ctx.Err(); err != nil {

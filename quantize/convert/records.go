@@ -45,6 +45,36 @@ func (r *runner) moduleRecords(mi int) {
 	r.results[mi] = nil
 }
 
+// journalTensor records a tensor finished in a shard still open, with its CRC-32C and its
+// report record, so that a rerun after an interruption keeps it.
+func (r *runner) journalTensor(set *shardSet, name string) error {
+	i := set.out.Where[name]
+	crc, err := set.tensorCRC(i, name)
+	if err != nil {
+		return err
+	}
+	fs := &finishedShard{Size: 0, CRC32C: &crc}
+	r.jmu.Lock()
+	defer r.jmu.Unlock()
+	fs.Records = r.records[recordKey{set.out.Kind, name}]
+	return r.journal.addTensor(r.dir, set.key(i), name, fs)
+}
+
+// closeReady closes and journals the shards whose every tensor an earlier run finished.
+func (r *runner) closeReady() error {
+	for _, set := range r.sets() {
+		for _, i := range set.ready() {
+			if _, _, err := set.close(i); err != nil {
+				return err
+			}
+			if err := r.journalShard(set, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // journalShard hashes a finished shard and records it with the report rows of its tensors.
 func (r *runner) journalShard(set *shardSet, i int) error {
 	key := set.key(i)

@@ -129,6 +129,9 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := r.closeReady(); err != nil {
+		return nil, err
+	}
 	// An FP8 source's shards are copied to prefill/ beside the conversion; a failure of either
 	// stops the other.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -153,8 +156,10 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 		err = cerr
 	}
 	if err != nil {
+		// Interrupted: the tensors finished in unfinished shards stay for a rerun to keep.
+		keep := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 		for _, set := range r.sets() {
-			set.abort()
+			set.abort(keep)
 		}
 		return nil, err
 	}
@@ -214,6 +219,12 @@ func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bo
 		}
 	}
 	for _, fs := range j.Shards {
+		for _, rec := range fs.Records {
+			k := recordKey{OutputKind(rec.Row.Output), rec.Row.Tensor}
+			r.records[k] = append(r.records[k], rec)
+		}
+	}
+	for _, fs := range j.Tensors { // those newShardSet kept
 		for _, rec := range fs.Records {
 			k := recordKey{OutputKind(rec.Row.Output), rec.Row.Tensor}
 			r.records[k] = append(r.records[k], rec)

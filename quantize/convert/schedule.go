@@ -142,12 +142,17 @@ func (r *runner) slabDone(s *slab) error {
 			continue
 		}
 		for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
-			i, err := set.complete(spec.Name)
+			i, open, err := set.complete(spec.Name)
 			if err != nil {
 				return err
 			}
 			if i >= 0 {
 				if err := r.journalShard(set, i); err != nil {
+					return err
+				}
+			}
+			if open {
+				if err := r.journalTensor(set, spec.Name); err != nil {
 					return err
 				}
 			}

@@ -2,56 +2,125 @@ package convert
 
 import (
 	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 
+	"pdq/internal/fsutil"
 	"pdq/safetensors"
 )
 
 // shardSet manages the writers of one output: opened on first write, closed when the last of
-// their tensors is complete, journaled when closed.
+// their tensors is complete, journaled when closed. A shard an interrupted run left unfinished
+// is resumed: the tensors the journal lists for it whose bytes in its temporary file still have
+// the recorded CRC-32C are kept, the rest rewritten.
 type shardSet struct {
 	out       *Output
 	dir       string // the output directory (DIR/decode)
 	mu        sync.Mutex
 	writers   []*safetensors.Writer
-	remaining []int  // tensors not yet complete, per shard
-	done      []bool // finished (this run or an earlier one)
+	remaining []int           // tensors not yet complete, per shard
+	done      []bool          // finished (this run or an earlier one)
+	kept      map[string]bool // tensors of unfinished shards kept from an earlier run
 }
 
+// crcTable is the CRC-32C (Castagnoli) table of the per-tensor journal entries.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
 // newShardSet starts the writers of out in dir. Shards in journal j are finished; with own not
-// nil, so are the shards whose keys it lacks (another part writes them): writes to either are dropped.
+// nil, so are the shards whose keys it lacks (another part writes them): writes to either are
+// dropped. Tensors j lists for an unfinished shard are checked and kept (the shard's writer is
+// then resumed); entries that fail the check are removed from j.
 func newShardSet(out *Output, dir string, j *journal, own map[string]bool) *shardSet {
 	s := &shardSet{out: out, dir: dir, writers: make([]*safetensors.Writer, len(out.Shards)),
-		remaining: make([]int, len(out.Shards)), done: make([]bool, len(out.Shards))}
+		remaining: make([]int, len(out.Shards)), done: make([]bool, len(out.Shards)), kept: map[string]bool{}}
 	for i, sh := range out.Shards {
 		s.remaining[i] = len(sh.Specs)
 		if _, ok := j.Shards[s.key(i)]; ok || own != nil && !own[s.key(i)] {
 			s.done[i] = true
+			continue
 		}
+		s.resume(i, j)
 	}
 	return s
+}
+
+// resume keeps the journaled tensors of unfinished shard i that check out, with its writer.
+func (s *shardSet) resume(i int, j *journal) {
+	key := s.key(i)
+	var kept []string
+	for _, spec := range s.out.Shards[i].Specs {
+		tk := tensorKey{key, spec.Name}
+		if fs := j.Tensors[tk]; fs != nil {
+			if crc, err := s.tensorCRC(i, spec.Name); err == nil && fs.CRC32C != nil && crc == *fs.CRC32C {
+				kept = append(kept, spec.Name)
+				continue
+			}
+			delete(j.Tensors, tk)
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	w, err := safetensors.Resume(filepath.Join(s.dir, s.out.Shards[i].FileName), s.out.Shards[i].Layout, kept)
+	if err != nil {
+		slog.Warn("unfinished shard cannot be resumed; redoing it", "shard", key, "err", err)
+		for _, name := range kept {
+			delete(j.Tensors, tensorKey{key, name})
+		}
+		return
+	}
+	s.writers[i] = w
+	s.remaining[i] -= len(kept)
+	for _, name := range kept {
+		s.kept[name] = true
+	}
+}
+
+// tensorCRC is the CRC-32C of tensor name's bytes in the temporary file of shard i.
+func (s *shardSet) tensorCRC(i int, name string) (uint32, error) {
+	l := s.out.Shards[i].Layout
+	f, err := os.Open(fsutil.PartialName(filepath.Join(s.dir, s.out.Shards[i].FileName)))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	for k := range l.Tensors {
+		if t := &l.Tensors[k]; t.Name == name {
+			h := crc32.New(crcTable)
+			if _, err := io.Copy(h, io.NewSectionReader(f, l.DataStart()+t.DataOffsets[0], t.ByteSize())); err != nil {
+				return 0, err
+			}
+			return h.Sum32(), nil
+		}
+	}
+	return 0, fmt.Errorf("convert: internal: tensor %q not in %s", name, s.key(i))
 }
 
 // key is the journal key of shard i.
 func (s *shardSet) key(i int) string { return string(s.out.Kind) + "/" + s.out.Shards[i].FileName }
 
-// finished reports whether the shard holding tensor name is already complete.
+// finished reports whether tensor name needs no writing: its shard is complete (or another
+// part's), or it was kept from an earlier run.
 func (s *shardSet) finished(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.done[s.out.Where[name]]
+	return s.done[s.out.Where[name]] || s.kept[name]
 }
 
 // write puts data at offset off of tensor name, opening the shard's writer if needed. Writes to
-// shards finished by an earlier run are dropped: their bytes are already on disk.
+// shards finished by an earlier run, and to tensors kept from one, are dropped: their bytes are
+// already on disk.
 func (s *shardSet) write(name string, off int64, data []byte) error {
 	i, ok := s.out.Where[name]
 	if !ok {
 		return fmt.Errorf("convert: internal: tensor %q not planned in %s", name, s.out.Kind)
 	}
 	s.mu.Lock()
-	if s.done[i] {
+	if s.done[i] || s.kept[name] {
 		s.mu.Unlock()
 		return nil
 	}
@@ -70,15 +139,27 @@ func (s *shardSet) write(name string, off int64, data []byte) error {
 }
 
 // complete marks tensor name fully written. It returns the index of a shard that this completes
-// (its writer is closed), or -1.
-func (s *shardSet) complete(name string) (int, error) {
+// (its writer is closed) or -1, and whether the tensor was written by this run into a shard
+// still open (then it deserves a journal line of its own).
+func (s *shardSet) complete(name string) (closed int, open bool, err error) {
 	i := s.out.Where[name]
 	s.mu.Lock()
-	s.remaining[i]--
-	if s.remaining[i] > 0 || s.done[i] {
+	if s.done[i] || s.kept[name] {
 		s.mu.Unlock()
-		return -1, nil
+		return -1, false, nil
 	}
+	s.remaining[i]--
+	if s.remaining[i] > 0 {
+		s.mu.Unlock()
+		return -1, true, nil
+	}
+	s.mu.Unlock()
+	return s.close(i)
+}
+
+// close finishes shard i, whose tensors are all written.
+func (s *shardSet) close(i int) (int, bool, error) {
+	s.mu.Lock()
 	w := s.writers[i]
 	s.writers[i] = nil
 	s.done[i] = true
@@ -86,22 +167,41 @@ func (s *shardSet) complete(name string) (int, error) {
 	if w == nil { // a shard whose tensors are all empty
 		var err error
 		if w, err = safetensors.Create(filepath.Join(s.dir, s.out.Shards[i].FileName), s.out.Shards[i].Layout); err != nil {
-			return -1, err
+			return -1, false, err
 		}
 	}
 	if err := w.Close(); err != nil {
-		return -1, err
+		return -1, false, err
 	}
-	return i, nil
+	return i, false, nil
 }
 
-// abort removes the temporary files of unfinished shards.
-func (s *shardSet) abort() {
+// ready returns the unfinished shards whose every tensor was kept from an earlier run: the run
+// that left them stopped just before closing them.
+func (s *shardSet) ready() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var r []int
+	for i := range s.remaining {
+		if !s.done[i] && s.remaining[i] == 0 && s.writers[i] != nil {
+			r = append(r, i)
+		}
+	}
+	return r
+}
+
+// abort stops the writers of unfinished shards. With keep (an interrupted run) their temporary
+// files stay for a resumed run to continue; otherwise they are removed.
+func (s *shardSet) abort(keep bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, w := range s.writers {
 		if w != nil {
-			w.Abort()
+			if keep {
+				w.Detach()
+			} else {
+				w.Abort()
+			}
 			s.writers[i] = nil
 		}
 	}
