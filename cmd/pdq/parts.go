@@ -32,7 +32,8 @@ and options and writes the index, config.json and report.json: the result is byt
 single run. Without --part the part comes from the batch system: SLURM_ARRAY_TASK_ID (less
 SLURM_ARRAY_TASK_MIN) of SLURM_ARRAY_TASK_COUNT in a Slurm job array, or Kubernetes'
 JOB_COMPLETION_INDEX of --parts N (or PDQ_PARTS) in an Indexed Job; --parts also overrides the
-Slurm count. An explicit --part always wins; --part all ignores the environment. See
+Slurm count (give it when resubmitting single indexes, --array=5: Slurm then counts only that
+submission). An explicit --part always wins; --part all ignores the environment. See
 pdq plan SRC --parts N for what each part writes, and docs/SCALE.md for job files.`
 
 func (o *splitOptions) add(fl *pflag.FlagSet) {
