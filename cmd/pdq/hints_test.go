@@ -17,7 +17,7 @@ func TestHints(t *testing.T) {
 		if got := hintFor(fmt.Errorf("convert: x: %w", h.err)); got != h.hint {
 			t.Errorf("%v: hint %q", h.err, got)
 		}
-		for _, flag := range regexp.MustCompile(`--[a-z][a-z-]*`).FindAllString(h.hint, -1) {
+		for _, flag := range regexp.MustCompile(`--[a-z][a-z0-9-]*`).FindAllString(h.hint, -1) {
 			if cmd.Flags().Lookup(strings.TrimPrefix(flag, "--")) == nil {
 				t.Errorf("hint for %v names %s, which pdq convert does not have", h.err, flag)
 			}

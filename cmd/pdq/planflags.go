@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -30,6 +31,8 @@ type planFlags struct {
 	calibMethod   string
 	calibActOrder bool
 	calibDamp     float64
+	config        string
+	noInt4OK      bool
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
@@ -48,6 +51,8 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.calibMethod, "calib-method", "", "with --calib: weighted (default; scale search weighted by E[x²]) or gptq (GPTQ with static groups for modules with a Hessian)")
 	fl.BoolVar(&f.calibActOrder, "calib-act-order", false, "gptq: process columns by decreasing E[x²] (static groups, no g_idx: only the order changes)")
 	fl.Float64Var(&f.calibDamp, "calib-damp", 0, "gptq: dampening as a fraction of the mean Hessian diagonal (default 0.01; raised tenfold on Cholesky failure)")
+	fl.StringVar(&f.config, "config", "", "the model's config.json, for a SRC without one (or to use instead of SRC's); the outputs get it with their quantization_config")
+	fl.BoolVar(&f.noInt4OK, "decode-without-int4", false, "accept a decode checkpoint in which no module is INT4 (otherwise refused: nothing matches --targets)")
 	fl.StringVar(&f.onUnsupported, "on-unsupported", "error", "a target that cannot be quantized (shape not divisible by the group): error, or skip (keep it dense and list it in the report)")
 }
 
@@ -57,6 +62,7 @@ func (f *planFlags) options() convert.Options {
 		Targets: f.targets, Ignore: f.ignore, DecodeDense: f.decodeDense, Only: convert.OutputKind(f.only),
 		MaxShardSize: f.maxShardSize, OnUnsupported: f.onUnsupported,
 		CalibMethod: f.calibMethod, CalibActOrder: f.calibActOrder, CalibDamp: f.calibDamp,
+		NoInt4OK: f.noInt4OK,
 	}
 }
 
@@ -87,9 +93,16 @@ func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint,
 		return nil, nil, err
 	}
 	cfg, err := rules.LoadConfig(ck.Dir)
+	if err == nil && f.config != "" {
+		cfg, err = rules.LoadConfigFile(f.config)
+	}
 	if err != nil {
 		ck.Close()
 		return nil, nil, err
+	}
+	if cfg == nil {
+		ck.Close()
+		return nil, nil, usagef("%s has no config.json, and vLLM and SGLang need one beside the weights to load the outputs: give the model's with --config FILE", src)
 	}
 	o := f.options()
 	if f.calib != "" {
@@ -100,12 +113,15 @@ func openPlan(src string, f *planFlags) (*convert.Plan, *safetensors.Checkpoint,
 		}
 	}
 	p, err := convert.NewPlan(ck, cfg, o)
+	if err == nil && f.config != "" {
+		err = p.UseConfigFile(f.config)
+	}
 	if err != nil {
 		ck.Close()
 		if o.Calib != nil {
 			o.Calib.Close()
 		}
-		if isBadOptions(err) {
+		if isBadOptions(err) || errors.Is(err, convert.ErrNoTargets) {
 			return nil, nil, usageError{err}
 		}
 		return nil, nil, err

@@ -32,7 +32,11 @@ func (r *runner) finish() (*Report, error) {
 			return nil, err
 		}
 		if out.CopySource {
-			if err := copyFile(filepath.Join(p.Source.Dir, "config.json"), filepath.Join(dir, "config.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			cfg := filepath.Join(p.Source.Dir, "config.json")
+			if p.ConfigFile != "" {
+				cfg = p.ConfigFile
+			}
+			if err := copyFile(cfg, filepath.Join(dir, "config.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, err
 			}
 		} else if out.Config != nil {

@@ -7,6 +7,7 @@
 package convert
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -189,6 +190,21 @@ type Plan struct {
 	// Warnings are facts about the outputs that the serving engines care about (tensor-parallel
 	// divisibility), found from config.json.
 	Warnings []string
+	// ConfigFile, when set, is the config.json the outputs get instead of the source's (see
+	// UseConfigFile); ConfigSHA256 is its hash, part of the plan ID.
+	ConfigFile, ConfigSHA256 string
+}
+
+// UseConfigFile records that Config was read from path (a config.json given for a source that
+// has none, or instead of its own): an FP8 source's prefill output gets a copy of that file, and
+// the plan ID includes its hash, so a resumed run refuses another file.
+func (p *Plan) UseConfigFile(path string) error {
+	_, sum, err := hashFile(context.Background(), path)
+	if err != nil {
+		return err
+	}
+	p.ConfigFile, p.ConfigSHA256 = path, sum
+	return nil
 }
 
 // neverQuantized are roles whose 2-D weights no output quantizes (FORMATS.md §2).

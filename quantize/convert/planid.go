@@ -17,6 +17,9 @@ func (p *Plan) ID() string {
 	}
 	b, _ := json.Marshal(p.Options)
 	h.Write(b)
+	if p.ConfigSHA256 != "" {
+		fmt.Fprintf(h, "config %s\n", p.ConfigSHA256)
+	}
 	if c := p.Options.Calib; c != nil {
 		fmt.Fprintf(h, "calib %s\n", c.ID)
 	}
