@@ -208,7 +208,11 @@ func resumeCounts(ri convert.ResumeInfo) string {
 	if ri.PrefillShards > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d prefill shards", ri.PrefillDone, ri.PrefillShards))
 	}
-	return strings.Join(parts, " and ")
+	s := strings.Join(parts, " and ")
+	if ri.KeptTensors > 0 {
+		s += fmt.Sprintf(", and %d tensors of unfinished shards,", ri.KeptTensors)
+	}
+	return s
 }
 
 // checkSQNRFloor fails when an INT4 tensor is below the floor, listing the offenders.

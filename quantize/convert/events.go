@@ -15,10 +15,12 @@ type Events struct {
 type ResumeInfo struct {
 	PrefillDone, PrefillShards int
 	DecodeDone, DecodeShards   int
+	// KeptTensors counts the finished tensors of unfinished shards kept (their checksums matched).
+	KeptTensors int
 }
 
 // Any reports whether some finished work is kept.
-func (ri ResumeInfo) Any() bool { return ri.PrefillDone+ri.DecodeDone > 0 }
+func (ri ResumeInfo) Any() bool { return ri.PrefillDone+ri.DecodeDone+ri.KeptTensors > 0 }
 
 // Complete reports whether every shard of every output is finished.
 func (ri ResumeInfo) Complete() bool {
@@ -66,6 +68,7 @@ func (e Events) resumed(p *Plan, j *journal, own map[string]bool) {
 	}
 	count(p.Prefill, &ri.PrefillDone, &ri.PrefillShards)
 	count(p.Decode, &ri.DecodeDone, &ri.DecodeShards)
+	ri.KeptTensors = len(j.Tensors) // newShardSet has dropped those that failed their check
 	e.Resumed(ri)
 }
 

@@ -124,11 +124,11 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := j.save(dir); err != nil {
 		return nil, err
 	}
-	ro.Events.resumed(p, j, own)
 	r, err := newRunner(p, dir, ro, j, own)
 	if err != nil {
 		return nil, err
 	}
+	ro.Events.resumed(p, j, own)
 	if err := r.closeReady(); err != nil {
 		return nil, err
 	}
