@@ -122,7 +122,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		}
 	}
 	ro := convert.RunOptions{
-		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: o.prefillMode, Existing: o.existing(),
+		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: convert.PrefillMode(o.prefillMode), Existing: o.existing(),
 		Backend: backend, Device: device, Tool: "pdq " + version, Part: part,
 	}
 	talk := !o.quiet

@@ -59,8 +59,8 @@ func (f *planFlags) add(cmd *cobra.Command) {
 func (f *planFlags) options() convert.Options {
 	return convert.Options{
 		GroupSize: groupOption(f.groupSize), Method: quantize.Method(f.method), SignedScales: f.signedScales,
-		Targets: f.targets, Ignore: f.ignore, DecodeDense: f.decodeDense, Only: convert.OutputKind(f.only),
-		MaxShardSize: f.maxShardSize, OnUnsupported: f.onUnsupported,
+		Targets: f.targets, Ignore: f.ignore, DecodeDense: convert.DenseForm(f.decodeDense), Only: convert.OutputKind(f.only),
+		MaxShardSize: f.maxShardSize, OnUnsupported: convert.Unsupported(f.onUnsupported),
 		CalibMethod: f.calibMethod, CalibActOrder: f.calibActOrder, CalibDamp: f.calibDamp,
 		NoInt4OK: f.noInt4OK,
 	}

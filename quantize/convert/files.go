@@ -32,7 +32,7 @@ func (r *runner) copySource(ctx context.Context) error {
 		if done {
 			continue
 		}
-		size, sum, err := copyHashed(ctx, s.Path, filepath.Join(dst, s.Name), r.ro.PrefillMode == "link")
+		size, sum, err := copyHashed(ctx, s.Path, filepath.Join(dst, s.Name), r.ro.PrefillMode == PrefillLink)
 		if err != nil {
 			return err
 		}

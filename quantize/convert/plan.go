@@ -32,6 +32,24 @@ const (
 	SchemeBF16     = report.SchemeBF16
 )
 
+// DenseForm is what the decode checkpoint keeps for the Linears it does not make INT4.
+type DenseForm string
+
+// The dense forms.
+const (
+	DenseBF16 DenseForm = "bf16" // BF16 (loads in vLLM and SGLang)
+	DenseFP8  DenseForm = "fp8"  // FP8 blocks, a second compressed-tensors group
+)
+
+// Unsupported is what planning does with a target the scheme cannot take.
+type Unsupported string
+
+// The choices for unsupported targets.
+const (
+	UnsupportedError Unsupported = "error" // refuse the plan (ErrUnsupported)
+	UnsupportedSkip  Unsupported = "skip"  // keep the module dense and list it in Plan.Skipped
+)
+
 // DefaultTargets matches the routed-expert Linear modules of GLM, DeepSeek, Kimi and Qwen-style
 // checkpoints: "model.layers.7.mlp.experts.42.gate_proj" and friends.
 const DefaultTargets = `\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)$`
@@ -50,10 +68,10 @@ type Options struct {
 	SignedScales  bool            // experimental Q4_0-style signed scales
 	Targets       string          // regex over module names selecting INT4 modules (default DefaultTargets)
 	Ignore        string          // regex over module names kept out of every quantization
-	DecodeDense   string          // "bf16" (default) or "fp8": what the decode checkpoint keeps for non-target Linears
+	DecodeDense   DenseForm       // DenseBF16 (default) or DenseFP8: what the decode checkpoint keeps for non-target Linears
 	Only          OutputKind      // "" (both), KindPrefill or KindDecode
 	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
-	OnUnsupported string          // "error" (default) or "skip": keep unsupported targets dense and list them
+	OnUnsupported Unsupported     // UnsupportedError (default) or UnsupportedSkip: keep unsupported targets dense and list them
 	// NoInt4OK accepts a decode output without any INT4 module (otherwise ErrNoTargets).
 	NoInt4OK bool `json:",omitempty"`
 
@@ -108,22 +126,22 @@ func (o *Options) defaults() error {
 		o.Targets = DefaultTargets
 	}
 	if o.DecodeDense == "" {
-		o.DecodeDense = "bf16"
+		o.DecodeDense = DenseBF16
 	}
 	if o.MaxShardSize <= 0 {
 		o.MaxShardSize = DefaultMaxShardSize
 	}
 	if o.OnUnsupported == "" {
-		o.OnUnsupported = "error"
+		o.OnUnsupported = UnsupportedError
 	}
 	switch {
 	case o.GroupSize != PerChannel && o.GroupSize != 32 && o.GroupSize != 64 && o.GroupSize != 128:
 		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
-	case o.DecodeDense != "bf16" && o.DecodeDense != "fp8":
+	case o.DecodeDense != DenseBF16 && o.DecodeDense != DenseFP8:
 		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
 	case o.Only != "" && o.Only != KindPrefill && o.Only != KindDecode:
 		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
-	case o.OnUnsupported != "error" && o.OnUnsupported != "skip":
+	case o.OnUnsupported != UnsupportedError && o.OnUnsupported != UnsupportedSkip:
 		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
 	case o.Method.Check() != nil:
 		return fmt.Errorf("%w: %v", ErrBadOptions, o.Method.Check())
@@ -381,14 +399,14 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 			why = fmt.Sprintf("in features %d not a multiple of 8 (packing)", m.Cols)
 		}
 		if why != "" {
-			if o.OnUnsupported != "skip" {
+			if o.OnUnsupported != UnsupportedSkip {
 				return fmt.Errorf("convert: %s: tensor %q: %w: %s", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
 			}
 			m.Skipped = why
 			p.Skipped = append(p.Skipped, m.Name+": "+why)
 			m.Decode = m.denseFallback()
 		}
-	case o.DecodeDense == "fp8":
+	case o.DecodeDense == DenseFP8:
 		m.Decode = SchemeFP8Block
 		if fp8 {
 			m.Decode = SchemeFP8Keep

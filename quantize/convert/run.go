@@ -31,11 +31,20 @@ const (
 	Restart
 )
 
+// PrefillMode is how an FP8 source's shards reach prefill/.
+type PrefillMode string
+
+// The prefill modes.
+const (
+	PrefillCopy PrefillMode = "copy" // copied, hashed as they pass
+	PrefillLink PrefillMode = "link" // hard-linked when on the same filesystem, else copied
+)
+
 // RunOptions control how a plan is executed (not what it produces).
 type RunOptions struct {
 	Workers     int             // compute workers; <= 0 means GOMAXPROCS
 	MaxMemory   int64           // bytes of tensor data in flight (default 4 GiB)
-	PrefillMode string          // "copy" (default) or "link": how an FP8 source's shards reach prefill/
+	PrefillMode PrefillMode     // PrefillCopy (default) or PrefillLink: how an FP8 source's shards reach prefill/
 	Existing    Existing        // what to do with a non-empty output directory
 	Backend     kernels.Backend // nil: the CPU backend
 	Device      string          // recorded in the report ("cpu", or the GPU name)
@@ -181,9 +190,9 @@ func (ro *RunOptions) defaults() error {
 		ro.MaxMemory = DefaultMaxMemory
 	}
 	if ro.PrefillMode == "" {
-		ro.PrefillMode = "copy"
+		ro.PrefillMode = PrefillCopy
 	}
-	if ro.PrefillMode != "copy" && ro.PrefillMode != "link" {
+	if ro.PrefillMode != PrefillCopy && ro.PrefillMode != PrefillLink {
 		return fmt.Errorf("%w: prefill mode %q (want copy or link)", ErrBadOptions, ro.PrefillMode)
 	}
 	if ro.Tool == "" {

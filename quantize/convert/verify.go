@@ -91,7 +91,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 // optionsFromOutput reads what a conversion did from the output itself: which modules are INT4,
 // FP8 or dense, and the group size from config.json.
 func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options, OutputKind, error) {
-	o := Options{TargetSet: map[string]bool{}, IgnoreSet: map[string]bool{}, OnUnsupported: "skip"}
+	o := Options{TargetSet: map[string]bool{}, IgnoreSet: map[string]bool{}, OnUnsupported: UnsupportedSkip}
 	qc, _ := cfg["quantization_config"].(map[string]any)
 	method, _ := qc["quant_method"].(string)
 	kind := KindPrefill
@@ -105,7 +105,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 	switch method {
 	case "compressed-tensors":
 		kind = KindDecode
-		o.DecodeDense = "bf16"
+		o.DecodeDense = DenseBF16
 		groups, _ := qc["config_groups"].(map[string]any)
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
@@ -117,7 +117,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 					o.GroupSize = PerChannel
 				}
 			} else if bits == 8 {
-				o.DecodeDense = "fp8"
+				o.DecodeDense = DenseFP8
 			}
 		}
 		for _, t := range out.Tensors() {
@@ -125,7 +125,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 				o.TargetSet[m] = true
 			}
 		}
-		if o.DecodeDense == "fp8" {
+		if o.DecodeDense == DenseFP8 {
 			// Linears left dense beside an FP8 group were ignored on purpose.
 			for _, t := range out.Tensors() {
 				if m, suffix := rules.ModuleOf(t.Name); suffix == "weight" && len(t.Shape) == 2 && t.DType != safetensors.F8E4M3 && !names[m+suffixPacked] {
