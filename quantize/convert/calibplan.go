@@ -107,14 +107,16 @@ func (o *Options) gptqOptions() calib.GPTQOptions {
 	return calib.GPTQOptions{Damp: o.CalibDamp, ActOrder: o.CalibActOrder}
 }
 
-// gptqWorkBytes estimates the memory GPTQ needs beyond the slab for a module of k inputs: the
-// Hessian, its reversed copy, the factor and the triangular matrices of the factorization.
+// gptqWorkBytes estimates the memory GPTQ needs beyond the slab for a module of k inputs, from
+// the allocations of calib.Factorize: the Hessian as read (float32, 4·k²) and widened (float64,
+// 8·k²), and the float32 matrix factorized in place into the factor (4·k²); the column blocks
+// of the updates are O(k·block) and fit in the slab's own allocation.
 func gptqWorkBytes(m *Module) int64 {
 	if m.Calib == nil || m.Calib.Method != CalibGPTQ {
 		return 0
 	}
 	k := int64(m.Cols)
-	return 5*8*k*k + 4*k*k
+	return (4 + 8 + 4) * k * k
 }
 
 // factorCache shares GPTQ factors between the modules of one statistics entry.
