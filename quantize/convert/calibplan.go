@@ -108,9 +108,10 @@ func (o *Options) gptqOptions() calib.GPTQOptions {
 }
 
 // gptqWorkBytes estimates the memory GPTQ needs beyond the slab for a module of k inputs, from
-// the allocations of calib.Factorize: the Hessian as read (float32, 4·k²) and widened (float64,
-// 8·k²), and the float32 matrix factorized in place into the factor (4·k²); the column blocks
-// of the updates are O(k·block) and fit in the slab's own allocation.
+// the allocations of calib.Stats.Hessian and calib.Factorize: the Hessian widened to float64
+// (8·k², read a row at a time) and the float32 matrix factorized in place into the factor
+// (4·k²), plus 4·k² of margin (a factor kept for the sibling that shares the input); the column
+// blocks of the updates are O(k·block).
 func gptqWorkBytes(m *Module) int64 {
 	if m.Calib == nil || m.Calib.Method != CalibGPTQ {
 		return 0
