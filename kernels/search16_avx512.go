@@ -1,0 +1,222 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+
+	"pdq/internal/floatcodec"
+)
+
+// The MSE scale search of sixteen groups at once. The per-group search is a chain of dependent
+// steps (the RTN error, each candidate's error, the choice, the refinements), each a short sum
+// over one group: latency, horizontal reductions and unpredictable branches dominate it. Here
+// lane l of every vector is group k0+l: the sixteen groups are transposed into a scratch block
+// (row j holds element j of each group), and every step of search runs on all sixteen lanes,
+// the specification's eight per-group sums being eight accumulator vectors (element j goes to
+// accumulator j%8, combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))). Each lane performs exactly
+// the scalar operations of search in the scalar order, the choices become lane masks with the
+// same comparisons (a candidate replaces the best only when its error is strictly smaller,
+// skipped candidates never do, a refinement stops where the scalar loop breaks), so every lane
+// chooses the scale and the level rule search chooses for its group. Rounding to an integer
+// uses VRNDSCALEPS (round to nearest even), which equals level's (v + rne) - rne on [-8, 7]
+// except for the sign of a zero level; a ±0 level changes no error term, x·q or q² sum.
+
+// batchGroups is the number of groups searched together; maxBatchGroup bounds the group size
+// (larger groups, such as per-channel ones, use the per-group search).
+const (
+	batchGroups   = 16
+	maxBatchGroup = 128
+)
+
+// quantBatchesAVX512 quantizes the groups of src in whole batches of sixteen and returns how
+// many it did (a multiple of 16, at most ng); the caller does the rest one group at a time.
+// Groups that search would not search (non-finite, zero or tiny scales) take the per-group
+// path, so a non-finite value is reported for the first group holding one, as QuantizeInt4
+// does.
+func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
+	g := p.GroupSize
+	var t [batchGroups * maxBatchGroup]float32
+	tr := t[:batchGroups*g]
+	var res batchResult
+	k0 := 0
+	for ; k0+batchGroups <= ng; k0 += batchGroups {
+		xs := src[k0*g : (k0+batchGroups)*g]
+		for l := range batchGroups {
+			for j, v := range xs[l*g : (l+1)*g] {
+				tr[batchGroups*j+l] = v
+			}
+		}
+		searchBatch(&res, tr, g, p)
+		for l := range batchGroups {
+			k := k0 + l
+			x := src[k*g : (k+1)*g : (k+1)*g]
+			dst := out.Packed[k*g/2 : (k+1)*g/2]
+			var s float32
+			var st GroupStats
+			if res.ok>>l&1 != 0 {
+				s = res.best[l]
+				st = pack(dst, x, s, res.div>>l&1 != 0)
+				st.RTNErr = res.rtnErr[l]
+			} else {
+				var bad int
+				if s, st, bad = quantGroup(dst, x, p); bad >= 0 {
+					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+				}
+			}
+			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+			out.Stats[k] = st
+		}
+	}
+	return k0, nil
+}
+
+// batchResult is the outcome of search for sixteen groups: bit l of ok is set when group l was
+// searched here (finite, non-zero and not tiny RTN scale), bit l of div when its levels are
+// the RTN ones.
+type batchResult struct {
+	best, rtnErr [batchGroups]float32
+	ok, div      uint16
+}
+
+func ld16(t []float32, j int) archsimd.Float32x16 {
+	return archsimd.LoadFloat32x16Slice(t[batchGroups*j : batchGroups*j+batchGroups])
+}
+
+// level16 is level: clamp to [-8, 7], then round to the nearest integer, ties to even.
+func level16(f archsimd.Float32x16) archsimd.Float32x16 {
+	return f.Max(bc16(-8)).Min(bc16(7)).RoundToEvenScaled(0)
+}
+
+// sq16 returns (v - q·s)².
+func sq16(v, q, s archsimd.Float32x16) archsimd.Float32x16 {
+	d := v.Sub(q.Mul(s))
+	return d.Mul(d)
+}
+
+func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32x16 {
+	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
+}
+
+// errMul16 is errMul of each lane's group with its scale s and reciprocal inv.
+func errMul16(t []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3, e4, e5, e6, e7 archsimd.Float32x16
+	for j := 0; j < g; j += 8 {
+		v0, v1, v2, v3 := ld16(t, j), ld16(t, j+1), ld16(t, j+2), ld16(t, j+3)
+		e0 = e0.Add(sq16(v0, level16(v0.Mul(inv)), s))
+		e1 = e1.Add(sq16(v1, level16(v1.Mul(inv)), s))
+		e2 = e2.Add(sq16(v2, level16(v2.Mul(inv)), s))
+		e3 = e3.Add(sq16(v3, level16(v3.Mul(inv)), s))
+		v4, v5, v6, v7 := ld16(t, j+4), ld16(t, j+5), ld16(t, j+6), ld16(t, j+7)
+		e4 = e4.Add(sq16(v4, level16(v4.Mul(inv)), s))
+		e5 = e5.Add(sq16(v5, level16(v5.Mul(inv)), s))
+		e6 = e6.Add(sq16(v6, level16(v6.Mul(inv)), s))
+		e7 = e7.Add(sq16(v7, level16(v7.Mul(inv)), s))
+	}
+	return tree16(e0, e1, e2, e3, e4, e5, e6, e7)
+}
+
+// errDiv16 is errDiv: the error of the RTN levels level(x/s).
+func errDiv16(t []float32, g int, s archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3, e4, e5, e6, e7 archsimd.Float32x16
+	for j := 0; j < g; j += 8 {
+		v0, v1, v2, v3 := ld16(t, j), ld16(t, j+1), ld16(t, j+2), ld16(t, j+3)
+		e0 = e0.Add(sq16(v0, level16(v0.Div(s)), s))
+		e1 = e1.Add(sq16(v1, level16(v1.Div(s)), s))
+		e2 = e2.Add(sq16(v2, level16(v2.Div(s)), s))
+		e3 = e3.Add(sq16(v3, level16(v3.Div(s)), s))
+		v4, v5, v6, v7 := ld16(t, j+4), ld16(t, j+5), ld16(t, j+6), ld16(t, j+7)
+		e4 = e4.Add(sq16(v4, level16(v4.Div(s)), s))
+		e5 = e5.Add(sq16(v5, level16(v5.Div(s)), s))
+		e6 = e6.Add(sq16(v6, level16(v6.Div(s)), s))
+		e7 = e7.Add(sq16(v7, level16(v7.Div(s)), s))
+	}
+	return tree16(e0, e1, e2, e3, e4, e5, e6, e7)
+}
+
+// sums16 accumulates errSumsMul's three sums for the lanes of one accumulator.
+type sums16 struct{ e, xq, qq archsimd.Float32x16 }
+
+func (a *sums16) add(v, f, s archsimd.Float32x16) {
+	q := level16(f)
+	a.e = a.e.Add(sq16(v, q, s))
+	a.xq = a.xq.Add(v.Mul(q))
+	a.qq = a.qq.Add(q.Mul(q))
+}
+
+// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes).
+func errSums16(t []float32, g int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
+	var a [8]sums16
+	dm := archsimd.Mask32x16FromBits(divLanes)
+	for j := 0; j < g; j += 8 {
+		for l := range a {
+			v := ld16(t, j+l)
+			f := v.Mul(inv)
+			if divLanes != 0 {
+				f = v.Div(s).Merge(f, dm)
+			}
+			a[l].add(v, f, s)
+		}
+	}
+	return tree16(a[0].e, a[1].e, a[2].e, a[3].e, a[4].e, a[5].e, a[6].e, a[7].e),
+		tree16(a[0].xq, a[1].xq, a[2].xq, a[3].xq, a[4].xq, a[5].xq, a[6].xq, a[7].xq),
+		tree16(a[0].qq, a[1].qq, a[2].qq, a[3].qq, a[4].qq, a[5].qq, a[6].qq, a[7].qq)
+}
+
+// searchBatch runs quantGroup's checks and search (unsigned scales) on the sixteen transposed
+// groups of t.
+func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
+	zero := bc16(0)
+	m := archsimd.BroadcastUint32x16(0)
+	abs := archsimd.BroadcastUint32x16(0x7fffffff)
+	for j := range g {
+		m = m.Max(ld16(t, j).AsUint32x16().And(abs))
+	}
+	finite := m.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
+	a := m.AsFloat32x16()
+	sR := roundBF16x16(a.Div(bc16(7.5)))
+	ok := finite.And(sR.NotEqual(zero)).And(a.GreaterEqual(bc16(TinyAbsMax))).ToBits()
+	res.ok = ok
+	if ok == 0 {
+		return
+	}
+	bestE := errDiv16(t, g, sR)
+	bestE.StoreSlice(res.rtnErr[:])
+	best := sR
+	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
+	prev := zero
+	one := bc16(1)
+	for _, k := range p.Pos {
+		s := roundBF16x16(a.Mul(bc16(k)))
+		keep := s.NotEqual(prev).And(s.NotEqual(sR))
+		prev = s.Merge(prev, keep)
+		e := errMul16(t, g, s, one.Div(s))
+		w := keep.And(e.Less(bestE))
+		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
+		mul |= w.ToBits()
+	}
+	if p.Refine > 0 {
+		_, sxq, sqq := errSums16(t, g, best, one.Div(best), ok&^mul)
+		act := ok
+		for range p.Refine {
+			act &= sqq.NotEqual(zero).ToBits()
+			if act == 0 {
+				break
+			}
+			s := roundBF16x16(sxq.Div(sqq))
+			act &^= s.Equal(best).Or(s.LessEqual(zero)).ToBits()
+			if act == 0 {
+				break
+			}
+			e, sxq2, sqq2 := errSums16(t, g, s, one.Div(s), 0)
+			act &= e.Less(bestE).ToBits()
+			w := archsimd.Mask32x16FromBits(act)
+			bestE, best = e.Merge(bestE, w), s.Merge(best, w)
+			sxq, sqq = sxq2.Merge(sxq, w), sqq2.Merge(sqq, w)
+			mul |= act
+		}
+	}
+	best.StoreSlice(res.best[:])
+	res.div = ok &^ mul
+}
