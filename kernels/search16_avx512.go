@@ -42,12 +42,7 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 	var res batchResult
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
-		xs := src[k0*g : (k0+batchGroups)*g]
-		for l := range batchGroups {
-			for j, v := range xs[l*g : (l+1)*g] {
-				tr[batchGroups*j+l] = v
-			}
-		}
+		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
 		searchBatch(&res, tr, g, p)
 		for l := range batchGroups {
 			k := k0 + l
@@ -72,6 +67,55 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 	return k0, nil
 }
 
+// transpose16 writes element j of group l of xs (sixteen groups of g) to t[16j+l]: sixteen by
+// sixteen blocks in four stages of two-source permutes, or one element at a time when g is not
+// a multiple of 16.
+func transpose16(t, xs []float32, g int) {
+	if g%16 != 0 {
+		for l := range batchGroups {
+			for j, v := range xs[l*g : (l+1)*g] {
+				t[batchGroups*j+l] = v
+			}
+		}
+		return
+	}
+	var r [16]archsimd.Float32x16
+	for c := 0; c < g; c += 16 {
+		for l := range r {
+			r[l] = archsimd.LoadFloat32x16((*[16]float32)(xs[l*g+c:]))
+		}
+		for st, b := range [4]int{8, 4, 2, 1} {
+			lo, hi := transposeIdx[st][0], transposeIdx[st][1]
+			for i := range 16 {
+				if i&b == 0 {
+					r[i], r[i+b] = r[i].ConcatPermute(r[i+b], lo), r[i].ConcatPermute(r[i+b], hi)
+				}
+			}
+		}
+		for p := range r {
+			r[p].Store((*[16]float32)(t[batchGroups*(c+p):]))
+		}
+	}
+}
+
+// transposeIdx holds, for the stages with block size b = 8, 4, 2, 1, the permutes of rows i
+// and i+b (bit b of i clear): the new row i takes the first b of each 2b lanes of row i, then
+// the first b of row i+b; the new row i+b takes the second b of each.
+var transposeIdx = func() (idx [4][2]archsimd.Uint32x16) {
+	for st, b := range [4]int{8, 4, 2, 1} {
+		var lo, hi [16]uint32
+		for p := range 16 {
+			if p&b == 0 {
+				lo[p], hi[p] = uint32(p), uint32(p+b)
+			} else {
+				lo[p], hi[p] = uint32(16+p-b), uint32(16+p)
+			}
+		}
+		idx[st][0], idx[st][1] = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
+	}
+	return idx
+}()
+
 // batchResult is the outcome of search for sixteen groups: bit l of ok is set when group l was
 // searched here (finite, non-zero and not tiny RTN scale), bit l of div when its levels are
 // the RTN ones.
@@ -82,6 +126,13 @@ type batchResult struct {
 
 func ld16(t []float32, j int) archsimd.Float32x16 {
 	return archsimd.LoadFloat32x16Slice(t[batchGroups*j : batchGroups*j+batchGroups])
+}
+
+// rows4 returns rows j..j+3 of a transposed block.
+func rows4(t []float32, j int) (v0, v1, v2, v3 archsimd.Float32x16) {
+	b := (*[4 * batchGroups]float32)(t[batchGroups*j:])
+	return archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:])),
+		archsimd.LoadFloat32x16((*[16]float32)(b[32:])), archsimd.LoadFloat32x16((*[16]float32)(b[48:]))
 }
 
 // level16 is level: clamp to [-8, 7], then round to the nearest integer, ties to even.
@@ -99,40 +150,42 @@ func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32
 	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
 }
 
-// errMul16 is errMul of each lane's group with its scale s and reciprocal inv.
+// errMul16 is errMul of each lane's group with its scale s and reciprocal inv. The eight
+// accumulators are summed four at a time (rows j%8 < 4, then the others), which keeps them,
+// the constants and the temporaries in registers; the sum is the same ((a0+a1)+(a2+a3)) +
+// ((a4+a5)+(a6+a7)).
 func errMul16(t []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
-	var e0, e1, e2, e3, e4, e5, e6, e7 archsimd.Float32x16
-	for j := 0; j < g; j += 8 {
-		v0, v1, v2, v3 := ld16(t, j), ld16(t, j+1), ld16(t, j+2), ld16(t, j+3)
+	return errMulHalf16(t, g, 0, s, inv).Add(errMulHalf16(t, g, 4, s, inv))
+}
+
+// errMulHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of errMul16's accumulators, o = off.
+func errMulHalf16(t []float32, g, off int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
 		e0 = e0.Add(sq16(v0, level16(v0.Mul(inv)), s))
 		e1 = e1.Add(sq16(v1, level16(v1.Mul(inv)), s))
 		e2 = e2.Add(sq16(v2, level16(v2.Mul(inv)), s))
 		e3 = e3.Add(sq16(v3, level16(v3.Mul(inv)), s))
-		v4, v5, v6, v7 := ld16(t, j+4), ld16(t, j+5), ld16(t, j+6), ld16(t, j+7)
-		e4 = e4.Add(sq16(v4, level16(v4.Mul(inv)), s))
-		e5 = e5.Add(sq16(v5, level16(v5.Mul(inv)), s))
-		e6 = e6.Add(sq16(v6, level16(v6.Mul(inv)), s))
-		e7 = e7.Add(sq16(v7, level16(v7.Mul(inv)), s))
 	}
-	return tree16(e0, e1, e2, e3, e4, e5, e6, e7)
+	return e0.Add(e1).Add(e2.Add(e3))
 }
 
 // errDiv16 is errDiv: the error of the RTN levels level(x/s).
 func errDiv16(t []float32, g int, s archsimd.Float32x16) archsimd.Float32x16 {
-	var e0, e1, e2, e3, e4, e5, e6, e7 archsimd.Float32x16
-	for j := 0; j < g; j += 8 {
-		v0, v1, v2, v3 := ld16(t, j), ld16(t, j+1), ld16(t, j+2), ld16(t, j+3)
+	return errDivHalf16(t, g, 0, s).Add(errDivHalf16(t, g, 4, s))
+}
+
+func errDivHalf16(t []float32, g, off int, s archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
 		e0 = e0.Add(sq16(v0, level16(v0.Div(s)), s))
 		e1 = e1.Add(sq16(v1, level16(v1.Div(s)), s))
 		e2 = e2.Add(sq16(v2, level16(v2.Div(s)), s))
 		e3 = e3.Add(sq16(v3, level16(v3.Div(s)), s))
-		v4, v5, v6, v7 := ld16(t, j+4), ld16(t, j+5), ld16(t, j+6), ld16(t, j+7)
-		e4 = e4.Add(sq16(v4, level16(v4.Div(s)), s))
-		e5 = e5.Add(sq16(v5, level16(v5.Div(s)), s))
-		e6 = e6.Add(sq16(v6, level16(v6.Div(s)), s))
-		e7 = e7.Add(sq16(v7, level16(v7.Div(s)), s))
 	}
-	return tree16(e0, e1, e2, e3, e4, e5, e6, e7)
+	return e0.Add(e1).Add(e2.Add(e3))
 }
 
 // sums16 accumulates errSumsMul's three sums for the lanes of one accumulator.
