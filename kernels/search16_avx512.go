@@ -188,33 +188,33 @@ func errDivHalf16(t []float32, g, off int, s archsimd.Float32x16) archsimd.Float
 	return e0.Add(e1).Add(e2.Add(e3))
 }
 
-// sums16 accumulates errSumsMul's three sums for the lanes of one accumulator.
-type sums16 struct{ e, xq, qq archsimd.Float32x16 }
-
-func (a *sums16) add(v, f, s archsimd.Float32x16) {
-	q := level16(f)
-	a.e = a.e.Add(sq16(v, q, s))
-	a.xq = a.xq.Add(v.Mul(q))
-	a.qq = a.qq.Add(q.Mul(q))
+// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes). Its 24
+// accumulators are summed two spec lanes at a time, to stay in registers.
+func errSums16(t []float32, g int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
+	e0, x0, q0 := errSumsPair16(t, g, 0, s, inv, divLanes)
+	e1, x1, q1 := errSumsPair16(t, g, 2, s, inv, divLanes)
+	e2, x2, q2 := errSumsPair16(t, g, 4, s, inv, divLanes)
+	e3, x3, q3 := errSumsPair16(t, g, 6, s, inv, divLanes)
+	return e0.Add(e1).Add(e2.Add(e3)), x0.Add(x1).Add(x2.Add(x3)), q0.Add(q1).Add(q2.Add(q3))
 }
 
-// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes).
-func errSums16(t []float32, g int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
-	var a [8]sums16
+// errSumsPair16 returns a_o + a_(o+1) of errSums16's three sums, o = off.
+func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
+	var ea, eb, xa, xb, qa, qb archsimd.Float32x16
 	dm := archsimd.Mask32x16FromBits(divLanes)
-	for j := 0; j < g; j += 8 {
-		for l := range a {
-			v := ld16(t, j+l)
-			f := v.Mul(inv)
-			if divLanes != 0 {
-				f = v.Div(s).Merge(f, dm)
-			}
-			a[l].add(v, f, s)
+	for j := off; j < g; j += 8 {
+		b := (*[2 * batchGroups]float32)(t[batchGroups*j:])
+		va, vb := archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
+		fa, fb := va.Mul(inv), vb.Mul(inv)
+		if divLanes != 0 {
+			fa, fb = va.Div(s).Merge(fa, dm), vb.Div(s).Merge(fb, dm)
 		}
+		qva, qvb := level16(fa), level16(fb)
+		ea, eb = ea.Add(sq16(va, qva, s)), eb.Add(sq16(vb, qvb, s))
+		xa, xb = xa.Add(va.Mul(qva)), xb.Add(vb.Mul(qvb))
+		qa, qb = qa.Add(qva.Mul(qva)), qb.Add(qvb.Mul(qvb))
 	}
-	return tree16(a[0].e, a[1].e, a[2].e, a[3].e, a[4].e, a[5].e, a[6].e, a[7].e),
-		tree16(a[0].xq, a[1].xq, a[2].xq, a[3].xq, a[4].xq, a[5].xq, a[6].xq, a[7].xq),
-		tree16(a[0].qq, a[1].qq, a[2].qq, a[3].qq, a[4].qq, a[5].qq, a[6].qq, a[7].qq)
+	return ea.Add(eb), xa.Add(xb), qa.Add(qb)
 }
 
 // searchBatch runs quantGroup's checks and search (unsigned scales) on the sixteen transposed
