@@ -55,11 +55,11 @@ func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, 
 	return candidatesPosAVX512(dst, a, sR, p), true
 }
 
-// callQuantBatches quantizes whole batches of sixteen groups with the batched search where it
-// applies (AVX-512, SearchMSE, unsigned scales, groups of at most maxBatchGroup) and returns
+// callQuantBatches quantizes whole batches of sixteen groups with the batched search and pack
+// where they apply (AVX-512, unsigned scales, groups of at most maxBatchGroup) and returns
 // how many groups it did.
 func callQuantBatches(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
-	if lp != &avx512Loops || noBatchSearch || p.Search != SearchMSE || p.Signed || p.GroupSize > maxBatchGroup {
+	if lp != &avx512Loops || noBatchSearch || p.Signed || p.GroupSize > maxBatchGroup {
 		return 0, nil
 	}
 	return quantBatchesAVX512(out, src, ng, p)

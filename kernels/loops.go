@@ -66,7 +66,7 @@ func init() {
 // addLoops registers a SIMD loop set; called from init by the files built with GOEXPERIMENT=simd.
 func addLoops(s *loopSet) { loopSets = append(loopSets, s) }
 
-// noBatchSearch switches the sixteen-group MSE search off (per-group search only), for the
+// noBatchSearch switches the sixteen-group search and pack off (per-group loops only), for the
 // tests and benchmarks that compare the two; like SetSIMD it must not change while kernels run.
 var noBatchSearch bool
 

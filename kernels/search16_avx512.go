@@ -5,6 +5,7 @@ package kernels
 import (
 	"encoding/binary"
 	"simd/archsimd"
+	"unsafe"
 
 	"pdq/internal/floatcodec"
 )
@@ -32,44 +33,122 @@ const (
 
 // quantBatchesAVX512 quantizes the groups of src in whole batches of sixteen and returns how
 // many it did (a multiple of 16, at most ng); the caller does the rest one group at a time.
-// Groups that search would not search (non-finite, zero or tiny scales) take the per-group
-// path, so a non-finite value is reported for the first group holding one, as QuantizeInt4
-// does.
+// Groups that quantGroup treats apart (non-finite, zero scale, and for SearchMSE tiny scales)
+// take the per-group path, so a non-finite value is reported for the first group holding one,
+// as QuantizeInt4 does.
 func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
 	g := p.GroupSize
-	var t [batchGroups * maxBatchGroup]float32
-	tr := t[:batchGroups*g]
+	var t, q [batchGroups * maxBatchGroup]float32
+	var w [batchGroups * maxBatchGroup / 8]uint32
+	tr, qr, wr := t[:batchGroups*g], q[:batchGroups*g], w[:batchGroups*g/8]
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
 	var res batchResult
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
 		searchBatch(&res, tr, g, p)
+		var st batchStats
+		if res.ok != 0 {
+			packBatch(&st, tr, qr, wr, g, &res)
+		}
 		for l := range batchGroups {
 			k := k0 + l
-			x := src[k*g : (k+1)*g : (k+1)*g]
-			dst := out.Packed[k*g/2 : (k+1)*g/2]
 			var s float32
-			var st GroupStats
 			if res.ok>>l&1 != 0 {
 				s = res.best[l]
-				st = pack(dst, x, s, res.div>>l&1 != 0)
-				st.RTNErr = res.rtnErr[l]
+				wk := words[k*g/8 : (k+1)*g/8]
+				for i := range wk {
+					wk[i] = wr[batchGroups*i+l]
+				}
+				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
+				if p.Search == SearchMSE {
+					out.Stats[k].RTNErr = res.rtnErr[l]
+				}
 			} else {
+				x := src[k*g : (k+1)*g : (k+1)*g]
 				var bad int
-				if s, st, bad = quantGroup(dst, x, p); bad >= 0 {
+				if s, out.Stats[k], bad = quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p); bad >= 0 {
 					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
 				}
 			}
 			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
-			out.Stats[k] = st
 		}
 	}
 	return k0, nil
 }
 
+// batchStats holds pack's statistics of sixteen groups.
+type batchStats struct {
+	sumSq, err [batchGroups]float32
+	clip       [batchGroups]int32
+}
+
+// packBatch is pack for the sixteen transposed groups of t with the scales of res: the packed
+// words go to w (word i of group l at w[16i+l]), the levels to q (transposed like t), then the
+// error and Σx² are summed from t and q.
+func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResult) {
+	s := archsimd.LoadFloat32x16(&res.best)
+	inv := bc16(1).Div(s)
+	div := archsimd.Mask32x16FromBits(res.div)
+	hi, lo := bc16(7.5), bc16(-8.5)
+	eight, fifteen := archsimd.BroadcastUint32x16(8), archsimd.BroadcastUint32x16(15)
+	one := archsimd.BroadcastInt32x16(1)
+	var clip archsimd.Int32x16
+	for j := 0; j < g; j += 8 {
+		var word archsimd.Uint32x16
+		for jj := range 8 {
+			v := ld16(t, j+jj)
+			f := v.Mul(inv)
+			if res.div != 0 {
+				f = v.Div(s).Merge(f, div)
+			}
+			clip = clip.Add(one.Masked(f.GreaterEqual(hi).Or(f.Less(lo))))
+			r := f.Max(bc16(-8)).Min(bc16(7)).Add(bc16(rne))
+			r.Sub(bc16(rne)).Store((*[16]float32)(q[batchGroups*(j+jj):]))
+			word = word.Or(r.AsUint32x16().Add(eight).And(fifteen).ShiftAllLeft(uint64(4 * jj)))
+		}
+		word.Store((*[16]uint32)(w[batchGroups*(j/8):]))
+	}
+	clip.Store(&st.clip)
+	e := errQ16(t, q, g, 0, s).Add(errQ16(t, q, g, 4, s))
+	e.Store(&st.err)
+	ss := sumSq16(t, g, 0).Add(sumSq16(t, g, 4))
+	ss.Store(&st.sumSq)
+}
+
+// errQ16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of the spec's error accumulators of levels q
+// and scales s, o = off.
+func errQ16(t, q []float32, g, off int, s archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
+		q0, q1, q2, q3 := rows4(q, j)
+		e0 = e0.Add(sq16(v0, q0, s))
+		e1 = e1.Add(sq16(v1, q1, s))
+		e2 = e2.Add(sq16(v2, q2, s))
+		e3 = e3.Add(sq16(v3, q3, s))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
+// sumSq16 is errQ16 for Σx².
+func sumSq16(t []float32, g, off int) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
+		e0 = e0.Add(v0.Mul(v0))
+		e1 = e1.Add(v1.Mul(v1))
+		e2 = e2.Add(v2.Mul(v2))
+		e3 = e3.Add(v3.Mul(v3))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
 // transpose16 writes element j of group l of xs (sixteen groups of g) to t[16j+l]: sixteen by
-// sixteen blocks in four stages of two-source permutes, or one element at a time when g is not
-// a multiple of 16.
+// sixteen blocks in the four butterfly stages of two-source permutes (block sizes 8, 4, 2, 1),
+// or one element at a time when g is not a multiple of 16. Stages 8 and 4 mix only rows of
+// equal index mod 4, stages 2 and 1 only rows of one aligned four, so each half works on four
+// rows at a time, through a stack block, and keeps them in registers.
 func transpose16(t, xs []float32, g int) {
 	if g%16 != 0 {
 		for l := range batchGroups {
@@ -79,23 +158,36 @@ func transpose16(t, xs []float32, g int) {
 		}
 		return
 	}
-	var r [16]archsimd.Float32x16
+	var mid [16 * 16]float32
+	i8, h8, i4, h4 := transposeIdx[0][0], transposeIdx[0][1], transposeIdx[1][0], transposeIdx[1][1]
+	i2, h2, i1, h1 := transposeIdx[2][0], transposeIdx[2][1], transposeIdx[3][0], transposeIdx[3][1]
+	row := func(l, c int) archsimd.Float32x16 { return archsimd.LoadFloat32x16((*[16]float32)(xs[l*g+c:])) }
 	for c := 0; c < g; c += 16 {
-		for l := range r {
-			r[l] = archsimd.LoadFloat32x16((*[16]float32)(xs[l*g+c:]))
+		for m := range 4 {
+			a, b, cc, d := butterfly4(row(m, c), row(m+4, c), row(m+8, c), row(m+12, c), i8, h8, i4, h4)
+			a.Store((*[16]float32)(mid[16*m:]))
+			b.Store((*[16]float32)(mid[16*(m+4):]))
+			cc.Store((*[16]float32)(mid[16*(m+8):]))
+			d.Store((*[16]float32)(mid[16*(m+12):]))
 		}
-		for st, b := range [4]int{8, 4, 2, 1} {
-			lo, hi := transposeIdx[st][0], transposeIdx[st][1]
-			for i := range 16 {
-				if i&b == 0 {
-					r[i], r[i+b] = r[i].ConcatPermute(r[i+b], lo), r[i].ConcatPermute(r[i+b], hi)
-				}
-			}
-		}
-		for p := range r {
-			r[p].Store((*[16]float32)(t[batchGroups*(c+p):]))
+		for m := 0; m < 16; m += 4 {
+			a, b, cc, d := butterfly4(ld16(mid[:], m), ld16(mid[:], m+1), ld16(mid[:], m+2), ld16(mid[:], m+3), i2, h2, i1, h1)
+			a.Store((*[16]float32)(t[batchGroups*(c+m):]))
+			b.Store((*[16]float32)(t[batchGroups*(c+m+1):]))
+			cc.Store((*[16]float32)(t[batchGroups*(c+m+2):]))
+			d.Store((*[16]float32)(t[batchGroups*(c+m+3):]))
 		}
 	}
+}
+
+// butterfly4 runs two butterfly stages on rows a, b, c, d: the pairs (a, c) and (b, d) with
+// the permutes lo1, hi1, then (a, b) and (c, d) with lo2, hi2.
+func butterfly4(a, b, c, d archsimd.Float32x16, lo1, hi1, lo2, hi2 archsimd.Uint32x16) (archsimd.Float32x16, archsimd.Float32x16, archsimd.Float32x16, archsimd.Float32x16) {
+	a, c = a.ConcatPermute(c, lo1), a.ConcatPermute(c, hi1)
+	b, d = b.ConcatPermute(d, lo1), b.ConcatPermute(d, hi1)
+	a, b = a.ConcatPermute(b, lo2), a.ConcatPermute(b, hi2)
+	c, d = c.ConcatPermute(d, lo2), c.ConcatPermute(d, hi2)
+	return a, b, c, d
 }
 
 // transposeIdx holds, for the stages with block size b = 8, 4, 2, 1, the permutes of rows i
@@ -217,8 +309,8 @@ func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes
 	return ea.Add(eb), xa.Add(xb), qa.Add(qb)
 }
 
-// searchBatch runs quantGroup's checks and search (unsigned scales) on the sixteen transposed
-// groups of t.
+// searchBatch runs quantGroup's checks and, for SearchMSE, search (unsigned scales) on the
+// sixteen transposed groups of t.
 func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	zero := bc16(0)
 	m := archsimd.BroadcastUint32x16(0)
@@ -230,6 +322,12 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	a := m.AsFloat32x16()
 	sR := roundBF16x16(a.Div(bc16(7.5)))
 	ok := finite.And(sR.NotEqual(zero)).And(a.GreaterEqual(bc16(TinyAbsMax))).ToBits()
+	if p.Search != SearchMSE {
+		res.ok = finite.And(sR.NotEqual(zero)).ToBits()
+		sR.Store(&res.best)
+		res.div = res.ok
+		return
+	}
 	res.ok = ok
 	if ok == 0 {
 		return

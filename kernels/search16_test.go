@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// The sixteen-group MSE search (search16_avx512.go) must choose what the per-group search
-// chooses. These tests quantize whole slabs, whose groups mix every kind search treats apart
+// The sixteen-group search and pack (search16_avx512.go) must give what the per-group loops
+// give. These tests quantize whole slabs, whose groups mix every kind search treats apart
 // (ordinary, all zero, tiny, huge, ties and clamp edges, non-finite), with the scalar set, the
 // fastest set and the fastest set with the batched search off, and compare every byte.
 
@@ -72,7 +72,7 @@ func TestSIMDBatchSearch(t *testing.T) {
 		rows := 1 + r.IntN(40)
 		nonFinite := trial%4 == 3
 		x := mixedSlab(r, rows, cols, g, nonFinite)
-		p := mustParams(t, g, SearchMSE, false)
+		p := mustParams(t, g, Search(trial%3%2), false) // RTN in a third of the trials
 		if trial%5 == 0 {
 			p.Refine = r.IntN(6)
 		}
@@ -119,8 +119,8 @@ func FuzzSIMDBatchSearch(f *testing.F) {
 		for i := range x {
 			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		}
-		p := mustParams(t, g, SearchMSE, false)
-		p.Refine = int(refine % 5)
+		p := mustParams(t, g, Search(refine&1), false)
+		p.Refine = int(refine / 2 % 5)
 		prev := lp
 		lp = &scalarLoops
 		want := quantSlab(x, 1, n, p)
