@@ -51,14 +51,20 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 		if res.ok != 0 {
 			packBatch(&st, tr, qr, wr, g, &res)
 		}
+		if g == 32 && res.ok != 0 {
+			// All sixteen groups' words at once; the per-group path below rewrites its own.
+			storeWords32(words[k0*4:(k0+16)*4], wr)
+		}
 		for l := range batchGroups {
 			k := k0 + l
 			var s float32
 			if res.ok>>l&1 != 0 {
 				s = res.best[l]
-				wk := words[k*g/8 : (k+1)*g/8]
-				for i := range wk {
-					wk[i] = wr[batchGroups*i+l]
+				if g != 32 {
+					wk := words[k*g/8 : (k+1)*g/8]
+					for i := range wk {
+						wk[i] = wr[batchGroups*i+l]
+					}
 				}
 				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
 				if p.Search == SearchMSE {
@@ -76,6 +82,38 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 	}
 	return k0, nil
 }
+
+// storeWords32 writes the words of sixteen groups of 32 (four each, word i of group l at
+// w[16i+l]) in output order: dst[4l+i] = w[16i+l].
+func storeWords32(dst, w []uint32) {
+	ld := func(i int) archsimd.Uint32x16 { return archsimd.LoadUint32x16((*[16]uint32)(w[16*i:])) }
+	w0, w1, w2, w3 := ld(0), ld(1), ld(2), ld(3)
+	// a[2x+i] = w_i[x] for i in {0, 1}, b likewise for w2, w3; lo holds x < 8, hi the rest.
+	alo, ahi := w0.ConcatPermute(w1, words32Idx[0]), w0.ConcatPermute(w1, words32Idx[1])
+	blo, bhi := w2.ConcatPermute(w3, words32Idx[0]), w2.ConcatPermute(w3, words32Idx[1])
+	d := (*[64]uint32)(dst)
+	alo.ConcatPermute(blo, words32Idx[2]).Store((*[16]uint32)(d[0:]))
+	alo.ConcatPermute(blo, words32Idx[3]).Store((*[16]uint32)(d[16:]))
+	ahi.ConcatPermute(bhi, words32Idx[2]).Store((*[16]uint32)(d[32:]))
+	ahi.ConcatPermute(bhi, words32Idx[3]).Store((*[16]uint32)(d[48:]))
+}
+
+// words32Idx: the interleave of two rows (low and high eight lanes), then the merge of two
+// interleaved rows into groups of four words (groups 0-3 and 4-7 of the eight).
+var words32Idx = func() (idx [4]archsimd.Uint32x16) {
+	var v [4][16]uint32
+	for p := range 16 {
+		v[0][p] = uint32(p/2 + 16*(p%2))
+		v[1][p] = uint32(8 + p/2 + 16*(p%2))
+		l, i := p/4, p%4
+		v[2][p] = uint32(2*l + i%2 + 16*(i/2))
+		v[3][p] = v[2][p] + 8
+	}
+	for i := range idx {
+		idx[i] = archsimd.LoadUint32x16(&v[i])
+	}
+	return idx
+}()
 
 // batchStats holds pack's statistics of sixteen groups.
 type batchStats struct {
