@@ -19,3 +19,7 @@ func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, 
 }
 
 func callQuantBatches(Int4Out, []float32, int, *Int4Params) (int, error) { return 0, nil }
+
+func callErrLanesFP8(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
+	errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
+}

@@ -226,18 +226,63 @@ func bcu16(v uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(v) 
 func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
 	codes = codes[:len(src)]
 	vs := bc16(s)
+	// The constants live in registers for the loop (broadcasts in the loop are redone each time).
+	c80, c7fff, c7ffff, one, bias := bcu16(0x80), bcu16(0x7fffffff), bcu16(0x7ffff), bcu16(1), bcu16(120<<3)
+	f512, frne, subBias := bc16(512), bc16(rne), bcu16(0x4b400000)
+	minNormal, inf, satur := archsimd.BroadcastInt32x16(0x3c800000), archsimd.BroadcastInt32x16(0x7f800000), archsimd.BroadcastInt32x16(0x43e00000)
+	c7e, c7f := bcu16(0x7e), bcu16(0x7f)
 	for len(src) >= 16 {
-		b := archsimd.LoadFloat32x16Slice(src).Div(vs).AsUint32x16()
-		sign := b.ShiftAllRight(24).And(bcu16(0x80))
-		a := b.And(bcu16(0x7fffffff))
-		normal := a.Add(bcu16(0x7ffff)).Add(a.ShiftAllRight(20).And(bcu16(1))).ShiftAllRight(20).Sub(bcu16(120 << 3))
-		sub := a.AsFloat32x16().Mul(bc16(512)).Add(bc16(rne)).AsUint32x16().Sub(bcu16(0x4b400000))
+		b := archsimd.LoadFloat32x16((*[16]float32)(src)).Div(vs).AsUint32x16()
+		sign := b.ShiftAllRight(24).And(c80)
+		a := b.And(c7fff)
+		normal := a.Add(c7ffff).Add(a.ShiftAllRight(20).And(one)).ShiftAllRight(20).Sub(bias)
+		sub := a.AsFloat32x16().Mul(f512).Add(frne).AsUint32x16().Sub(subBias)
 		ai := a.AsInt32x16()
-		code := normal.Merge(sub, ai.GreaterEqual(archsimd.BroadcastInt32x16(0x3c800000)))
-		big := bcu16(0x7e).Merge(bcu16(0x7f), ai.LessEqual(archsimd.BroadcastInt32x16(0x7f800000)))
-		code = big.Merge(code, ai.GreaterEqual(archsimd.BroadcastInt32x16(0x43e00000)))
+		code := normal.Merge(sub, ai.GreaterEqual(minNormal))
+		big := c7e.Merge(c7f, ai.LessEqual(inf))
+		code = big.Merge(code, ai.GreaterEqual(satur))
 		code.Or(sign).TruncateToUint8().StoreSlice(codes)
 		src, codes = src[16:], codes[16:]
 	}
 	encodeE4M3Scalar(codes, src, s)
+}
+
+// errLanesFP8AVX512 is ErrorSumsFP8Block's loop: the codes of the slab are decoded in order
+// (block scale by block scale, across row ends, as the slab is one slice) into a stack buffer
+// and the sums run over it 512 elements at a time, the lanes staying in registers between.
+func errLanesFP8AVX512(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
+	if a.n&7 != 0 {
+		errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
+		return
+	}
+	v := a.vec512()
+	idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
+	var buf [512 + 256]float32
+	n := 0 // values in buf
+	sc := ceilDiv(cols, bw)
+	for r := range rows {
+		srow := scale[(r/bh)*sc : (r/bh+1)*sc]
+		c := codes[r*cols : (r+1)*cols]
+		for bj := 0; bj*bw < cols; bj++ {
+			for b0, b1 := bj*bw, min(cols, (bj+1)*bw); b0 < b1; {
+				m := min(b1-b0, len(buf)-n)
+				decodeE4M3AVX2(buf[n:n+m], c[b0:b0+m], srow[bj])
+				n, b0 = n+m, b0+m
+				if n >= 512 {
+					k := n &^ 7
+					idx = v.run(ref[:k], buf[:k], idx)
+					a.n += int64(k)
+					ref = ref[k:]
+					n = copy(buf[:], buf[k:n])
+				}
+			}
+		}
+	}
+	k := n &^ 7
+	v.run(ref[:k], buf[:k], idx)
+	a.n += int64(k)
+	a.store512(&v)
+	for i := k; i < n; i++ {
+		a.add(ref[i], buf[i])
+	}
 }
