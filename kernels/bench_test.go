@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // The kernel benchmarks of docs/QUALITY.md, per loop set, in ns per weight on one core:
@@ -27,7 +28,8 @@ func benchSlab() []float32 {
 	return x
 }
 
-// eachSIMD runs f as a sub-benchmark for every loop set.
+// eachSIMD runs f as a sub-benchmark for every loop set, and for AVX-512 once more as
+// "avx512-pergroup" with the sixteen-group search switched off, so that one run shows both.
 func eachSIMD(b *testing.B, f func(b *testing.B)) {
 	for _, set := range loopSets {
 		b.Run(set.name, func(b *testing.B) {
@@ -35,11 +37,22 @@ func eachSIMD(b *testing.B, f func(b *testing.B)) {
 			defer SetSIMD(prev)
 			f(b)
 		})
+		if set.name == "avx512" {
+			b.Run(set.name+"-pergroup", func(b *testing.B) {
+				prev, _ := SetSIMD(set.name)
+				noBatchSearch = true
+				defer func() { SetSIMD(prev); noBatchSearch = false }()
+				f(b)
+			})
+		}
 	}
 }
 
-func perWeight(b *testing.B, n int) {
+// perWeight reports the wall and the CPU time per weight of the b.N loops run since cpu0
+// (cpuTime() before the loop); on a shared machine the CPU time is the figure to compare.
+func perWeight(b *testing.B, n int, cpu0 time.Duration) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/weight")
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/weight")
 }
 
 // BenchmarkKernelInt4 is what convert does per INT4 slab: quantize (search, pack, group
@@ -68,6 +81,7 @@ func BenchmarkKernelInt4(b *testing.B) {
 			out := Int4Out{Packed: make([]byte, len(x)/2), Scales: make([]byte, 2*ng), Stats: make([]GroupStats, ng)}
 			scales := make([]float32, ng)
 			eachSIMD(b, func(b *testing.B) {
+				cpu0 := cpuTime()
 				for b.Loop() {
 					var err error
 					if c.weighted {
@@ -85,7 +99,7 @@ func BenchmarkKernelInt4(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				perWeight(b, len(x))
+				perWeight(b, len(x), cpu0)
 			})
 		})
 	}
@@ -99,6 +113,7 @@ func BenchmarkKernelFP8(b *testing.B) {
 	scales := make([]float32, ceilDiv(benchRows, FP8Block)*ceilDiv(benchCols, FP8Block))
 	b.Run("block-quantize+sums", func(b *testing.B) {
 		eachSIMD(b, func(b *testing.B) {
+			cpu0 := cpuTime()
 			for b.Loop() {
 				if err := (CPU{}).QuantizeFP8Block(codes, scales, x, benchRows, benchCols); err != nil {
 					b.Fatal(err)
@@ -107,18 +122,19 @@ func BenchmarkKernelFP8(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			perWeight(b, len(x))
+			perWeight(b, len(x), cpu0)
 		})
 	})
 	b.Run("e4m3-decode", func(b *testing.B) {
 		dst := make([]float32, len(x))
 		eachSIMD(b, func(b *testing.B) {
+			cpu0 := cpuTime()
 			for b.Loop() {
 				if err := (CPU{}).DequantizeFP8Block(dst, codes, scales, benchRows, benchCols, FP8Block, FP8Block); err != nil {
 					b.Fatal(err)
 				}
 			}
-			perWeight(b, len(x))
+			perWeight(b, len(x), cpu0)
 		})
 	})
 }

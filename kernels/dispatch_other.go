@@ -17,3 +17,9 @@ func callDecodeE4M3(dst []float32, codes []byte, s float32) { decodeE4M3Scalar(d
 func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, bool) {
 	return dst, false
 }
+
+func callQuantBatches(Int4Out, []float32, int, *Int4Params) (int, error) { return 0, nil }
+
+func callErrLanesFP8(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
+	errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
+}

@@ -54,3 +54,21 @@ func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, 
 	}
 	return candidatesPosAVX512(dst, a, sR, p), true
 }
+
+// callQuantBatches quantizes whole batches of sixteen groups with the batched search and pack
+// where they apply (AVX-512, unsigned scales, groups of at most maxBatchGroup) and returns
+// how many groups it did.
+func callQuantBatches(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
+	if lp != &avx512Loops || noBatchSearch || p.Signed || p.GroupSize > maxBatchGroup {
+		return 0, nil
+	}
+	return quantBatchesAVX512(out, src, ng, p)
+}
+
+func callErrLanesFP8(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
+	if lp == &avx512Loops {
+		errLanesFP8AVX512(a, ref, codes, scale, rows, cols, bh, bw)
+		return
+	}
+	errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
+}

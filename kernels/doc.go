@@ -22,7 +22,10 @@
 // feature (SIMD names the set in use; PDQ_NOSIMD=1 keeps the scalar loops): each vector lane
 // performs the scalar operations in the scalar order, and the horizontal sums pair lanes as the
 // tree above does, so every output bit is the same, which simd_test.go and FuzzSIMD check set
-// against set.
+// against set. On AVX-512 the INT4 quantizer also runs sixteen consecutive groups at once, one
+// group per vector lane (search16_avx512.go): the eight per-group lanes above become eight
+// accumulator vectors and every choice of search a lane mask with the scalar comparison, so each
+// group gets the bytes the per-group loops give it (TestSIMDBatchSearch, FuzzSIMDBatchSearch).
 //
 // Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
 // maximum and report the first offending element instead of producing output.

@@ -121,6 +121,13 @@ func (CPU) ErrorSumsFP8Block(ref []float32, codes []byte, scale []float32, rows,
 		return ErrSums{}, err
 	}
 	a := newErrAcc()
+	callErrLanesFP8(&a, ref, codes, scale, rows, cols, bh, bw)
+	return a.result(base), nil
+}
+
+// errLanesFP8 is ErrorSumsFP8Block's loop with the loop set's decode and error sums, 512
+// elements of a row at a time.
+func errLanesFP8(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
 	var buf [512]float32
 	sc := ceilDiv(cols, bw)
 	for r := range rows {
@@ -133,8 +140,7 @@ func (CPU) ErrorSumsFP8Block(ref []float32, codes []byte, scale []float32, rows,
 				b0, b1 := max(c0, bj*bw), min(c1, (bj+1)*bw)
 				callDecodeE4M3(buf[b0-c0:b1-c0], c[b0:b1], srow[bj])
 			}
-			callErrLanes(&a, x[c0:c1], buf[:c1-c0])
+			callErrLanes(a, x[c0:c1], buf[:c1-c0])
 		}
 	}
-	return a.result(base), nil
 }

@@ -24,7 +24,11 @@ func (CPU) QuantizeInt4(out Int4Out, src []float32, rows, cols int, p *Int4Param
 	if err != nil {
 		return err
 	}
-	for k := range ng {
+	done, err := callQuantBatches(out, src, ng, p)
+	if err != nil {
+		return err
+	}
+	for k := done; k < ng; k++ {
 		x := src[k*g : (k+1)*g : (k+1)*g]
 		s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
 		if bad >= 0 {

@@ -72,6 +72,10 @@ func init() {
 // addLoops registers a SIMD loop set; called from init by the files built with GOEXPERIMENT=simd.
 func addLoops(s *loopSet) { loopSets = append(loopSets, s) }
 
+// noBatchSearch switches the sixteen-group search and pack off (per-group loops only), for the
+// tests and benchmarks that compare the two; like SetSIMD it must not change while kernels run.
+var noBatchSearch bool
+
 // SIMD returns the name of the inner loops the CPU backend uses: "scalar", "avx2" or "avx512".
 func SIMD() string { return lp.name }
 

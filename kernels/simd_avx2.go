@@ -286,10 +286,25 @@ func half(r, g archsimd.Float64x4, sr, se, sa, dt, sg, mx, ix *archsimd.Float64x
 	*ix = idx.Merge(*ix, m)
 }
 
-// step8 adds eight elements whose first index is i (a multiple of 8).
-func (v *errVec) step8(ref, got archsimd.Float32x8, i0, i1 archsimd.Float64x4) {
-	half(ref.GetLo().ConvertToFloat64(), got.GetLo().ConvertToFloat64(), &v.sr0, &v.se0, &v.sa0, &v.dt0, &v.sg0, &v.mx0, &v.ix0, i0)
-	half(ref.GetHi().ConvertToFloat64(), got.GetHi().ConvertToFloat64(), &v.sr1, &v.se1, &v.sa1, &v.dt1, &v.sg1, &v.mx1, &v.ix1, i1)
+// run adds ref against got (whole multiples of eight elements, the first at indices i0, i1)
+// and returns the indices of the next eight. The accumulators are copied into locals for the
+// loop: Go keeps a struct of more than four fields in memory, and its loads and stores would
+// lengthen every accumulator's dependency chain.
+func (v *errVec) run(ref, got []float32, i0, i1 archsimd.Float64x4) (archsimd.Float64x4, archsimd.Float64x4) {
+	sr0, se0, sa0, dt0, sg0, mx0, ix0 := v.sr0, v.se0, v.sa0, v.dt0, v.sg0, v.mx0, v.ix0
+	sr1, se1, sa1, dt1, sg1, mx1, ix1 := v.sr1, v.se1, v.sa1, v.dt1, v.sg1, v.mx1, v.ix1
+	eight := archsimd.BroadcastFloat64x4(8)
+	got = got[:len(ref)]
+	for len(ref) >= 8 {
+		r8, g8 := archsimd.LoadFloat32x8((*[8]float32)(ref)), archsimd.LoadFloat32x8((*[8]float32)(got))
+		half(r8.GetLo().ConvertToFloat64(), g8.GetLo().ConvertToFloat64(), &sr0, &se0, &sa0, &dt0, &sg0, &mx0, &ix0, i0)
+		half(r8.GetHi().ConvertToFloat64(), g8.GetHi().ConvertToFloat64(), &sr1, &se1, &sa1, &dt1, &sg1, &mx1, &ix1, i1)
+		i0, i1 = i0.Add(eight), i1.Add(eight)
+		ref, got = ref[8:], got[8:]
+	}
+	v.sr0, v.se0, v.sa0, v.dt0, v.sg0, v.mx0, v.ix0 = sr0, se0, sa0, dt0, sg0, mx0, ix0
+	v.sr1, v.se1, v.sa1, v.dt1, v.sg1, v.mx1, v.ix1 = sr1, se1, sa1, dt1, sg1, mx1, ix1
+	return i0, i1
 }
 
 var laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
@@ -300,24 +315,21 @@ func errLanesAVX2(a *errAcc, ref, got []float32) {
 		a.add(ref[0], got[0])
 		ref, got = ref[1:], got[1:]
 	}
-	if len(ref) >= 8 {
+	if n := len(ref) &^ 7; n > 0 {
 		v := a.vec()
 		base := archsimd.BroadcastFloat64x4(float64(a.n))
-		i0, i1 := base.Add(laneIdx0), base.Add(laneIdx1)
-		eight := archsimd.BroadcastFloat64x4(8)
-		for len(ref) >= 8 {
-			v.step8(archsimd.LoadFloat32x8Slice(ref), archsimd.LoadFloat32x8Slice(got), i0, i1)
-			i0, i1 = i0.Add(eight), i1.Add(eight)
-			ref, got = ref[8:], got[8:]
-			a.n += 8
-		}
+		v.run(ref[:n], got[:n], base.Add(laneIdx0), base.Add(laneIdx1))
+		a.n += int64(n)
 		a.store(&v)
+		ref, got = ref[n:], got[n:]
 	}
 	for i, r := range ref {
 		a.add(r, got[i])
 	}
 }
 
+// errLanesInt4AVX2 expands the levels into a stack buffer 256 at a time (vector nibble decode,
+// then (n-8)·s as the scalar table holds it) and runs the error sums over it.
 func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
 	if a.n&7 != 0 {
 		errLanesInt4Scalar(a, ref, packed, scales, g)
@@ -326,22 +338,27 @@ func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32,
 	v := a.vec()
 	base := archsimd.BroadcastFloat64x4(float64(a.n))
 	i0, i1 := base.Add(laneIdx0), base.Add(laneIdx1)
-	eight := archsimd.BroadcastFloat64x4(8)
 	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
 	fifteen := archsimd.BroadcastUint32x8(15)
 	minus8 := bc(-8)
+	var buf [256]float32
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
+	n := 0 // elements in buf
 	for k, s := range scales {
 		vs := bc(s)
-		x := ref[k*g : (k+1)*g]
-		wk := words[k*g/8 : (k+1)*g/8]
-		for j, w := range wk {
+		for _, w := range words[k*g/8 : (k+1)*g/8] {
 			nib := archsimd.BroadcastUint32x8(w).ShiftRight(shr).And(fifteen)
-			got := nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs)
-			v.step8(archsimd.LoadFloat32x8Slice(x[8*j:]), got, i0, i1)
-			i0, i1 = i0.Add(eight), i1.Add(eight)
+			nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs).Store((*[8]float32)(buf[n:]))
+			if n += 8; n == len(buf) {
+				i0, i1 = v.run(ref[:n], buf[:n], i0, i1)
+				a.n += int64(n)
+				ref, n = ref[n:], 0
+			}
 		}
-		a.n += int64(g)
+	}
+	if n > 0 {
+		v.run(ref[:n], buf[:n], i0, i1)
+		a.n += int64(n)
 	}
 	a.store(&v)
 }

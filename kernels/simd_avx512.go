@@ -5,6 +5,7 @@ package kernels
 import (
 	"math/bits"
 	"simd/archsimd"
+	"unsafe"
 )
 
 // AVX-512 forms of the loops where 512-bit vectors pay: the scale search evaluates two
@@ -105,19 +106,32 @@ func join(lo, hi archsimd.Float64x4) archsimd.Float64x8 {
 
 var absMask64x8 = archsimd.BroadcastUint64x8(0x7fffffffffffffff)
 
-// step8 adds eight elements at indices idx.
-func (v *errVec512) step8(ref8, got8 archsimd.Float32x8, idx archsimd.Float64x8) {
-	r, g := ref8.ConvertToFloat64(), got8.ConvertToFloat64()
-	e := g.Sub(r)
-	ab := e.AsUint64x8().And(absMask64x8).AsFloat64x8()
-	v.sr = v.sr.Add(r.Mul(r))
-	v.se = v.se.Add(e.Mul(e))
-	v.sa = v.sa.Add(ab)
-	v.dt = v.dt.Add(r.Mul(g))
-	v.sg = v.sg.Add(g.Mul(g))
-	m := ab.Greater(v.mx)
-	v.mx = ab.Merge(v.mx, m)
-	v.ix = idx.Merge(v.ix, m)
+// run adds ref against got (whole multiples of eight elements, the first at indices idx) and
+// returns the indices of the next eight. The seven accumulators are copied into locals for the
+// loop: Go keeps a struct of more than four fields in memory, and its loads and stores would
+// lengthen every accumulator's dependency chain.
+func (v *errVec512) run(ref, got []float32, idx archsimd.Float64x8) archsimd.Float64x8 {
+	sr, se, sa, dt, sg, mx, ix := v.sr, v.se, v.sa, v.dt, v.sg, v.mx, v.ix
+	eight := archsimd.BroadcastFloat64x8(8)
+	got = got[:len(ref)]
+	for len(ref) >= 8 {
+		r := archsimd.LoadFloat32x8((*[8]float32)(ref)).ConvertToFloat64()
+		g := archsimd.LoadFloat32x8((*[8]float32)(got)).ConvertToFloat64()
+		e := g.Sub(r)
+		ab := e.AsUint64x8().And(absMask64x8).AsFloat64x8()
+		sr = sr.Add(r.Mul(r))
+		se = se.Add(e.Mul(e))
+		sa = sa.Add(ab)
+		dt = dt.Add(r.Mul(g))
+		sg = sg.Add(g.Mul(g))
+		m := ab.Greater(mx)
+		mx = ab.Merge(mx, m)
+		ix = idx.Merge(ix, m)
+		idx = idx.Add(eight)
+		ref, got = ref[8:], got[8:]
+	}
+	v.sr, v.se, v.sa, v.dt, v.sg, v.mx, v.ix = sr, se, sa, dt, sg, mx, ix
+	return idx
 }
 
 var laneIdx8 = archsimd.LoadFloat64x8Slice([]float64{0, 1, 2, 3, 4, 5, 6, 7})
@@ -128,23 +142,20 @@ func errLanesAVX512(a *errAcc, ref, got []float32) {
 		a.add(ref[0], got[0])
 		ref, got = ref[1:], got[1:]
 	}
-	if len(ref) >= 8 {
+	if n := len(ref) &^ 7; n > 0 {
 		v := a.vec512()
-		idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
-		eight := archsimd.BroadcastFloat64x8(8)
-		for len(ref) >= 8 {
-			v.step8(archsimd.LoadFloat32x8Slice(ref), archsimd.LoadFloat32x8Slice(got), idx)
-			idx = idx.Add(eight)
-			ref, got = ref[8:], got[8:]
-			a.n += 8
-		}
+		v.run(ref[:n], got[:n], archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8))
+		a.n += int64(n)
 		a.store512(&v)
+		ref, got = ref[n:], got[n:]
 	}
 	for i, r := range ref {
 		a.add(r, got[i])
 	}
 }
 
+// errLanesInt4AVX512 expands the levels into a stack buffer 256 at a time (vector nibble
+// decode, then (n-8)·s as the scalar table holds it) and runs the error sums over it.
 func errLanesInt4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
 	if a.n&7 != 0 {
 		errLanesInt4Scalar(a, ref, packed, scales, g)
@@ -152,22 +163,27 @@ func errLanesInt4AVX512(a *errAcc, ref []float32, packed []byte, scales []float3
 	}
 	v := a.vec512()
 	idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
-	eight := archsimd.BroadcastFloat64x8(8)
 	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
 	fifteen := archsimd.BroadcastUint32x8(15)
 	minus8 := bc(-8)
+	var buf [256]float32
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
+	n := 0 // elements in buf
 	for k, s := range scales {
 		vs := bc(s)
-		x := ref[k*g : (k+1)*g]
-		p := packed[k*g/2 : (k+1)*g/2]
-		for j := 0; j+8 <= len(x); j += 8 {
-			w := uint32(p[j/2]) | uint32(p[j/2+1])<<8 | uint32(p[j/2+2])<<16 | uint32(p[j/2+3])<<24
+		for _, w := range words[k*g/8 : (k+1)*g/8] {
 			nib := archsimd.BroadcastUint32x8(w).ShiftRight(shr).And(fifteen)
-			got := nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs)
-			v.step8(archsimd.LoadFloat32x8Slice(x[j:]), got, idx)
-			idx = idx.Add(eight)
+			nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs).Store((*[8]float32)(buf[n:]))
+			if n += 8; n == len(buf) {
+				idx = v.run(ref[:n], buf[:n], idx)
+				a.n += int64(n)
+				ref, n = ref[n:], 0
+			}
 		}
-		a.n += int64(g)
+	}
+	if n > 0 {
+		v.run(ref[:n], buf[:n], idx)
+		a.n += int64(n)
 	}
 	a.store512(&v)
 }
@@ -212,18 +228,63 @@ func bcu16(v uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(v) 
 func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
 	codes = codes[:len(src)]
 	vs := bc16(s)
+	// The constants live in registers for the loop (broadcasts in the loop are redone each time).
+	c80, c7fff, c7ffff, one, bias := bcu16(0x80), bcu16(0x7fffffff), bcu16(0x7ffff), bcu16(1), bcu16(120<<3)
+	f512, frne, subBias := bc16(512), bc16(rne), bcu16(0x4b400000)
+	minNormal, inf, satur := archsimd.BroadcastInt32x16(0x3c800000), archsimd.BroadcastInt32x16(0x7f800000), archsimd.BroadcastInt32x16(0x43e00000)
+	c7e, c7f := bcu16(0x7e), bcu16(0x7f)
 	for len(src) >= 16 {
-		b := archsimd.LoadFloat32x16Slice(src).Div(vs).AsUint32x16()
-		sign := b.ShiftAllRight(24).And(bcu16(0x80))
-		a := b.And(bcu16(0x7fffffff))
-		normal := a.Add(bcu16(0x7ffff)).Add(a.ShiftAllRight(20).And(bcu16(1))).ShiftAllRight(20).Sub(bcu16(120 << 3))
-		sub := a.AsFloat32x16().Mul(bc16(512)).Add(bc16(rne)).AsUint32x16().Sub(bcu16(0x4b400000))
+		b := archsimd.LoadFloat32x16((*[16]float32)(src)).Div(vs).AsUint32x16()
+		sign := b.ShiftAllRight(24).And(c80)
+		a := b.And(c7fff)
+		normal := a.Add(c7ffff).Add(a.ShiftAllRight(20).And(one)).ShiftAllRight(20).Sub(bias)
+		sub := a.AsFloat32x16().Mul(f512).Add(frne).AsUint32x16().Sub(subBias)
 		ai := a.AsInt32x16()
-		code := normal.Merge(sub, ai.GreaterEqual(archsimd.BroadcastInt32x16(0x3c800000)))
-		big := bcu16(0x7e).Merge(bcu16(0x7f), ai.LessEqual(archsimd.BroadcastInt32x16(0x7f800000)))
-		code = big.Merge(code, ai.GreaterEqual(archsimd.BroadcastInt32x16(0x43e00000)))
+		code := normal.Merge(sub, ai.GreaterEqual(minNormal))
+		big := c7e.Merge(c7f, ai.LessEqual(inf))
+		code = big.Merge(code, ai.GreaterEqual(satur))
 		code.Or(sign).TruncateToUint8().StoreSlice(codes)
 		src, codes = src[16:], codes[16:]
 	}
 	encodeE4M3Scalar(codes, src, s)
+}
+
+// errLanesFP8AVX512 is ErrorSumsFP8Block's loop: the codes of the slab are decoded in order
+// (block scale by block scale, across row ends, as the slab is one slice) into a stack buffer
+// and the sums run over it 512 elements at a time, the lanes staying in registers between.
+func errLanesFP8AVX512(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
+	if a.n&7 != 0 {
+		errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
+		return
+	}
+	v := a.vec512()
+	idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
+	var buf [512 + 256]float32
+	n := 0 // values in buf
+	sc := ceilDiv(cols, bw)
+	for r := range rows {
+		srow := scale[(r/bh)*sc : (r/bh+1)*sc]
+		c := codes[r*cols : (r+1)*cols]
+		for bj := 0; bj*bw < cols; bj++ {
+			for b0, b1 := bj*bw, min(cols, (bj+1)*bw); b0 < b1; {
+				m := min(b1-b0, len(buf)-n)
+				decodeE4M3AVX2(buf[n:n+m], c[b0:b0+m], srow[bj])
+				n, b0 = n+m, b0+m
+				if n >= 512 {
+					k := n &^ 7
+					idx = v.run(ref[:k], buf[:k], idx)
+					a.n += int64(k)
+					ref = ref[k:]
+					n = copy(buf[:], buf[k:n])
+				}
+			}
+		}
+	}
+	k := n &^ 7
+	v.run(ref[:k], buf[:k], idx)
+	a.n += int64(k)
+	a.store512(&v)
+	for i := k; i < n; i++ {
+		a.add(ref[i], buf[i])
+	}
 }

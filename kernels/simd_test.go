@@ -189,7 +189,7 @@ func TestErrorSumsFused(t *testing.T) {
 	run := func(t *testing.T) {
 		r := rand.New(rand.NewPCG(7, 8))
 		for trial := range 60 {
-			g := []int{8, 32, 64, 128}[r.IntN(4)]
+			g := []int{8, 32, 64, 128, 512}[r.IntN(5)]
 			rows, cols := 1+r.IntN(9), g*(1+r.IntN(4))
 			x := adversarial(r, rows*cols, 0.01)
 			for i := range x {

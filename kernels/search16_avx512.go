@@ -1,0 +1,411 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+	"unsafe"
+
+	"pdq/internal/floatcodec"
+)
+
+// The MSE scale search of sixteen groups at once. The per-group search is a chain of dependent
+// steps (the RTN error, each candidate's error, the choice, the refinements), each a short sum
+// over one group: latency, horizontal reductions and unpredictable branches dominate it. Here
+// lane l of every vector is group k0+l: the sixteen groups are transposed into a scratch block
+// (row j holds element j of each group), and every step of search runs on all sixteen lanes,
+// the specification's eight per-group sums being eight accumulator vectors (element j goes to
+// accumulator j%8, combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))). Each lane performs exactly
+// the scalar operations of search in the scalar order, the choices become lane masks with the
+// same comparisons (a candidate replaces the best only when its error is strictly smaller,
+// skipped candidates never do, a refinement stops where the scalar loop breaks), so every lane
+// chooses the scale and the level rule search chooses for its group. Rounding to an integer
+// uses VRNDSCALEPS (round to nearest even), which equals level's (v + rne) - rne on [-8, 7]
+// except for the sign of a zero level; a ±0 level changes no error term, x·q or q² sum.
+
+// batchGroups is the number of groups searched together; maxBatchGroup bounds the group size
+// (larger groups, such as per-channel ones, use the per-group search).
+const (
+	batchGroups   = 16
+	maxBatchGroup = 128
+)
+
+// quantBatchesAVX512 quantizes the groups of src in whole batches of sixteen and returns how
+// many it did (a multiple of 16, at most ng); the caller does the rest one group at a time.
+// Groups that quantGroup treats apart (non-finite, zero scale, and for SearchMSE tiny scales)
+// take the per-group path, so a non-finite value is reported for the first group holding one,
+// as QuantizeInt4 does.
+func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
+	g := p.GroupSize
+	var t, q [batchGroups * maxBatchGroup]float32
+	var w [batchGroups * maxBatchGroup / 8]uint32
+	tr, qr, wr := t[:batchGroups*g], q[:batchGroups*g], w[:batchGroups*g/8]
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
+	var res batchResult
+	k0 := 0
+	for ; k0+batchGroups <= ng; k0 += batchGroups {
+		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
+		searchBatch(&res, tr, g, p)
+		var st batchStats
+		if res.ok != 0 {
+			packBatch(&st, tr, qr, wr, g, &res)
+		}
+		if g == 32 && res.ok != 0 {
+			// All sixteen groups' words at once; the per-group path below rewrites its own.
+			storeWords32(words[k0*4:(k0+16)*4], wr)
+		}
+		for l := range batchGroups {
+			k := k0 + l
+			var s float32
+			if res.ok>>l&1 != 0 {
+				s = res.best[l]
+				if g != 32 {
+					wk := words[k*g/8 : (k+1)*g/8]
+					for i := range wk {
+						wk[i] = wr[batchGroups*i+l]
+					}
+				}
+				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
+				if p.Search == SearchMSE {
+					out.Stats[k].RTNErr = res.rtnErr[l]
+				}
+			} else {
+				x := src[k*g : (k+1)*g : (k+1)*g]
+				var bad int
+				if s, out.Stats[k], bad = quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p); bad >= 0 {
+					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+				}
+			}
+			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+		}
+	}
+	return k0, nil
+}
+
+// storeWords32 writes the words of sixteen groups of 32 (four each, word i of group l at
+// w[16i+l]) in output order: dst[4l+i] = w[16i+l].
+func storeWords32(dst, w []uint32) {
+	ld := func(i int) archsimd.Uint32x16 { return archsimd.LoadUint32x16((*[16]uint32)(w[16*i:])) }
+	w0, w1, w2, w3 := ld(0), ld(1), ld(2), ld(3)
+	// a[2x+i] = w_i[x] for i in {0, 1}, b likewise for w2, w3; lo holds x < 8, hi the rest.
+	alo, ahi := w0.ConcatPermute(w1, words32Idx[0]), w0.ConcatPermute(w1, words32Idx[1])
+	blo, bhi := w2.ConcatPermute(w3, words32Idx[0]), w2.ConcatPermute(w3, words32Idx[1])
+	d := (*[64]uint32)(dst)
+	alo.ConcatPermute(blo, words32Idx[2]).Store((*[16]uint32)(d[0:]))
+	alo.ConcatPermute(blo, words32Idx[3]).Store((*[16]uint32)(d[16:]))
+	ahi.ConcatPermute(bhi, words32Idx[2]).Store((*[16]uint32)(d[32:]))
+	ahi.ConcatPermute(bhi, words32Idx[3]).Store((*[16]uint32)(d[48:]))
+}
+
+// words32Idx: the interleave of two rows (low and high eight lanes), then the merge of two
+// interleaved rows into groups of four words (groups 0-3 and 4-7 of the eight).
+var words32Idx = func() (idx [4]archsimd.Uint32x16) {
+	var v [4][16]uint32
+	for p := range 16 {
+		v[0][p] = uint32(p/2 + 16*(p%2))
+		v[1][p] = uint32(8 + p/2 + 16*(p%2))
+		l, i := p/4, p%4
+		v[2][p] = uint32(2*l + i%2 + 16*(i/2))
+		v[3][p] = v[2][p] + 8
+	}
+	for i := range idx {
+		idx[i] = archsimd.LoadUint32x16(&v[i])
+	}
+	return idx
+}()
+
+// batchStats holds pack's statistics of sixteen groups.
+type batchStats struct {
+	sumSq, err [batchGroups]float32
+	clip       [batchGroups]int32
+}
+
+// packBatch is pack for the sixteen transposed groups of t with the scales of res: the packed
+// words go to w (word i of group l at w[16i+l]), the levels to q (transposed like t), then the
+// error and Σx² are summed from t and q.
+func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResult) {
+	s := archsimd.LoadFloat32x16(&res.best)
+	inv := bc16(1).Div(s)
+	div := archsimd.Mask32x16FromBits(res.div)
+	hi, lo := bc16(7.5), bc16(-8.5)
+	eight, fifteen := archsimd.BroadcastUint32x16(8), archsimd.BroadcastUint32x16(15)
+	one := archsimd.BroadcastInt32x16(1)
+	var clip archsimd.Int32x16
+	for j := 0; j < g; j += 8 {
+		var word archsimd.Uint32x16
+		for jj := range 8 {
+			v := ld16(t, j+jj)
+			f := v.Mul(inv)
+			if res.div != 0 {
+				f = v.Div(s).Merge(f, div)
+			}
+			clip = clip.Add(one.Masked(f.GreaterEqual(hi).Or(f.Less(lo))))
+			r := f.Max(bc16(-8)).Min(bc16(7)).Add(bc16(rne))
+			r.Sub(bc16(rne)).Store((*[16]float32)(q[batchGroups*(j+jj):]))
+			word = word.Or(r.AsUint32x16().Add(eight).And(fifteen).ShiftAllLeft(uint64(4 * jj)))
+		}
+		word.Store((*[16]uint32)(w[batchGroups*(j/8):]))
+	}
+	clip.Store(&st.clip)
+	e := errQ16(t, q, g, 0, s).Add(errQ16(t, q, g, 4, s))
+	e.Store(&st.err)
+	ss := sumSq16(t, g, 0).Add(sumSq16(t, g, 4))
+	ss.Store(&st.sumSq)
+}
+
+// errQ16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of the spec's error accumulators of levels q
+// and scales s, o = off.
+func errQ16(t, q []float32, g, off int, s archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
+		q0, q1, q2, q3 := rows4(q, j)
+		e0 = e0.Add(sq16(v0, q0, s))
+		e1 = e1.Add(sq16(v1, q1, s))
+		e2 = e2.Add(sq16(v2, q2, s))
+		e3 = e3.Add(sq16(v3, q3, s))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
+// sumSq16 is errQ16 for Σx².
+func sumSq16(t []float32, g, off int) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
+		e0 = e0.Add(v0.Mul(v0))
+		e1 = e1.Add(v1.Mul(v1))
+		e2 = e2.Add(v2.Mul(v2))
+		e3 = e3.Add(v3.Mul(v3))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
+// transpose16 writes element j of group l of xs (sixteen groups of g) to t[16j+l]: sixteen by
+// sixteen blocks in the four butterfly stages of two-source permutes (block sizes 8, 4, 2, 1),
+// or one element at a time when g is not a multiple of 16. Stages 8 and 4 mix only rows of
+// equal index mod 4, stages 2 and 1 only rows of one aligned four, so each half works on four
+// rows at a time, through a stack block, and keeps them in registers.
+func transpose16(t, xs []float32, g int) {
+	if g%16 != 0 {
+		for l := range batchGroups {
+			for j, v := range xs[l*g : (l+1)*g] {
+				t[batchGroups*j+l] = v
+			}
+		}
+		return
+	}
+	var mid [16 * 16]float32
+	i8, h8, i4, h4 := transposeIdx[0][0], transposeIdx[0][1], transposeIdx[1][0], transposeIdx[1][1]
+	i2, h2, i1, h1 := transposeIdx[2][0], transposeIdx[2][1], transposeIdx[3][0], transposeIdx[3][1]
+	row := func(l, c int) archsimd.Float32x16 { return archsimd.LoadFloat32x16((*[16]float32)(xs[l*g+c:])) }
+	for c := 0; c < g; c += 16 {
+		for m := range 4 {
+			a, b, cc, d := butterfly4(row(m, c), row(m+4, c), row(m+8, c), row(m+12, c), i8, h8, i4, h4)
+			a.Store((*[16]float32)(mid[16*m:]))
+			b.Store((*[16]float32)(mid[16*(m+4):]))
+			cc.Store((*[16]float32)(mid[16*(m+8):]))
+			d.Store((*[16]float32)(mid[16*(m+12):]))
+		}
+		for m := 0; m < 16; m += 4 {
+			a, b, cc, d := butterfly4(ld16(mid[:], m), ld16(mid[:], m+1), ld16(mid[:], m+2), ld16(mid[:], m+3), i2, h2, i1, h1)
+			a.Store((*[16]float32)(t[batchGroups*(c+m):]))
+			b.Store((*[16]float32)(t[batchGroups*(c+m+1):]))
+			cc.Store((*[16]float32)(t[batchGroups*(c+m+2):]))
+			d.Store((*[16]float32)(t[batchGroups*(c+m+3):]))
+		}
+	}
+}
+
+// butterfly4 runs two butterfly stages on rows a, b, c, d: the pairs (a, c) and (b, d) with
+// the permutes lo1, hi1, then (a, b) and (c, d) with lo2, hi2.
+func butterfly4(a, b, c, d archsimd.Float32x16, lo1, hi1, lo2, hi2 archsimd.Uint32x16) (archsimd.Float32x16, archsimd.Float32x16, archsimd.Float32x16, archsimd.Float32x16) {
+	a, c = a.ConcatPermute(c, lo1), a.ConcatPermute(c, hi1)
+	b, d = b.ConcatPermute(d, lo1), b.ConcatPermute(d, hi1)
+	a, b = a.ConcatPermute(b, lo2), a.ConcatPermute(b, hi2)
+	c, d = c.ConcatPermute(d, lo2), c.ConcatPermute(d, hi2)
+	return a, b, c, d
+}
+
+// transposeIdx holds, for the stages with block size b = 8, 4, 2, 1, the permutes of rows i
+// and i+b (bit b of i clear): the new row i takes the first b of each 2b lanes of row i, then
+// the first b of row i+b; the new row i+b takes the second b of each.
+var transposeIdx = func() (idx [4][2]archsimd.Uint32x16) {
+	for st, b := range [4]int{8, 4, 2, 1} {
+		var lo, hi [16]uint32
+		for p := range 16 {
+			if p&b == 0 {
+				lo[p], hi[p] = uint32(p), uint32(p+b)
+			} else {
+				lo[p], hi[p] = uint32(16+p-b), uint32(16+p)
+			}
+		}
+		idx[st][0], idx[st][1] = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
+	}
+	return idx
+}()
+
+// batchResult is the outcome of search for sixteen groups: bit l of ok is set when group l was
+// searched here (finite, non-zero and not tiny RTN scale), bit l of div when its levels are
+// the RTN ones.
+type batchResult struct {
+	best, rtnErr [batchGroups]float32
+	ok, div      uint16
+}
+
+func ld16(t []float32, j int) archsimd.Float32x16 {
+	return archsimd.LoadFloat32x16Slice(t[batchGroups*j : batchGroups*j+batchGroups])
+}
+
+// rows4 returns rows j..j+3 of a transposed block.
+func rows4(t []float32, j int) (v0, v1, v2, v3 archsimd.Float32x16) {
+	b := (*[4 * batchGroups]float32)(t[batchGroups*j:])
+	return archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:])),
+		archsimd.LoadFloat32x16((*[16]float32)(b[32:])), archsimd.LoadFloat32x16((*[16]float32)(b[48:]))
+}
+
+// level16 is level: clamp to [-8, 7], then round to the nearest integer, ties to even.
+func level16(f archsimd.Float32x16) archsimd.Float32x16 {
+	return f.Max(bc16(-8)).Min(bc16(7)).RoundToEvenScaled(0)
+}
+
+// sq16 returns (v - q·s)².
+func sq16(v, q, s archsimd.Float32x16) archsimd.Float32x16 {
+	d := v.Sub(q.Mul(s))
+	return d.Mul(d)
+}
+
+func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32x16 {
+	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
+}
+
+// errMul16 is errMul of each lane's group with its scale s and reciprocal inv. The eight
+// accumulators are summed four at a time (rows j%8 < 4, then the others), which keeps them,
+// the constants and the temporaries in registers; the sum is the same ((a0+a1)+(a2+a3)) +
+// ((a4+a5)+(a6+a7)).
+func errMul16(t []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
+	return errMulHalf16(t, g, 0, s, inv).Add(errMulHalf16(t, g, 4, s, inv))
+}
+
+// errMulHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of errMul16's accumulators, o = off.
+func errMulHalf16(t []float32, g, off int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
+		e0 = e0.Add(sq16(v0, level16(v0.Mul(inv)), s))
+		e1 = e1.Add(sq16(v1, level16(v1.Mul(inv)), s))
+		e2 = e2.Add(sq16(v2, level16(v2.Mul(inv)), s))
+		e3 = e3.Add(sq16(v3, level16(v3.Mul(inv)), s))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
+// errDiv16 is errDiv: the error of the RTN levels level(x/s).
+func errDiv16(t []float32, g int, s archsimd.Float32x16) archsimd.Float32x16 {
+	return errDivHalf16(t, g, 0, s).Add(errDivHalf16(t, g, 4, s))
+}
+
+func errDivHalf16(t []float32, g, off int, s archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
+		e0 = e0.Add(sq16(v0, level16(v0.Div(s)), s))
+		e1 = e1.Add(sq16(v1, level16(v1.Div(s)), s))
+		e2 = e2.Add(sq16(v2, level16(v2.Div(s)), s))
+		e3 = e3.Add(sq16(v3, level16(v3.Div(s)), s))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
+// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes). Its 24
+// accumulators are summed two spec lanes at a time, to stay in registers.
+func errSums16(t []float32, g int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
+	e0, x0, q0 := errSumsPair16(t, g, 0, s, inv, divLanes)
+	e1, x1, q1 := errSumsPair16(t, g, 2, s, inv, divLanes)
+	e2, x2, q2 := errSumsPair16(t, g, 4, s, inv, divLanes)
+	e3, x3, q3 := errSumsPair16(t, g, 6, s, inv, divLanes)
+	return e0.Add(e1).Add(e2.Add(e3)), x0.Add(x1).Add(x2.Add(x3)), q0.Add(q1).Add(q2.Add(q3))
+}
+
+// errSumsPair16 returns a_o + a_(o+1) of errSums16's three sums, o = off.
+func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
+	var ea, eb, xa, xb, qa, qb archsimd.Float32x16
+	dm := archsimd.Mask32x16FromBits(divLanes)
+	for j := off; j < g; j += 8 {
+		b := (*[2 * batchGroups]float32)(t[batchGroups*j:])
+		va, vb := archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
+		fa, fb := va.Mul(inv), vb.Mul(inv)
+		if divLanes != 0 {
+			fa, fb = va.Div(s).Merge(fa, dm), vb.Div(s).Merge(fb, dm)
+		}
+		qva, qvb := level16(fa), level16(fb)
+		ea, eb = ea.Add(sq16(va, qva, s)), eb.Add(sq16(vb, qvb, s))
+		xa, xb = xa.Add(va.Mul(qva)), xb.Add(vb.Mul(qvb))
+		qa, qb = qa.Add(qva.Mul(qva)), qb.Add(qvb.Mul(qvb))
+	}
+	return ea.Add(eb), xa.Add(xb), qa.Add(qb)
+}
+
+// searchBatch runs quantGroup's checks and, for SearchMSE, search (unsigned scales) on the
+// sixteen transposed groups of t.
+func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
+	zero := bc16(0)
+	m := archsimd.BroadcastUint32x16(0)
+	abs := archsimd.BroadcastUint32x16(0x7fffffff)
+	for j := range g {
+		m = m.Max(ld16(t, j).AsUint32x16().And(abs))
+	}
+	finite := m.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
+	a := m.AsFloat32x16()
+	sR := roundBF16x16(a.Div(bc16(7.5)))
+	ok := finite.And(sR.NotEqual(zero)).And(a.GreaterEqual(bc16(TinyAbsMax))).ToBits()
+	if p.Search != SearchMSE {
+		res.ok = finite.And(sR.NotEqual(zero)).ToBits()
+		sR.Store(&res.best)
+		res.div = res.ok
+		return
+	}
+	res.ok = ok
+	if ok == 0 {
+		return
+	}
+	bestE := errDiv16(t, g, sR)
+	bestE.StoreSlice(res.rtnErr[:])
+	best := sR
+	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
+	prev := zero
+	one := bc16(1)
+	for _, k := range p.Pos {
+		s := roundBF16x16(a.Mul(bc16(k)))
+		keep := s.NotEqual(prev).And(s.NotEqual(sR))
+		prev = s.Merge(prev, keep)
+		e := errMul16(t, g, s, one.Div(s))
+		w := keep.And(e.Less(bestE))
+		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
+		mul |= w.ToBits()
+	}
+	if p.Refine > 0 {
+		_, sxq, sqq := errSums16(t, g, best, one.Div(best), ok&^mul)
+		act := ok
+		for range p.Refine {
+			act &= sqq.NotEqual(zero).ToBits()
+			if act == 0 {
+				break
+			}
+			s := roundBF16x16(sxq.Div(sqq))
+			act &^= s.Equal(best).Or(s.LessEqual(zero)).ToBits()
+			if act == 0 {
+				break
+			}
+			e, sxq2, sqq2 := errSums16(t, g, s, one.Div(s), 0)
+			act &= e.Less(bestE).ToBits()
+			w := archsimd.Mask32x16FromBits(act)
+			bestE, best = e.Merge(bestE, w), s.Merge(best, w)
+			sxq, sqq = sxq2.Merge(sxq, w), sqq2.Merge(sqq, w)
+			mul |= act
+		}
+	}
+	best.StoreSlice(res.best[:])
+	res.div = ok &^ mul
+}

@@ -1,0 +1,136 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// The sixteen-group search and pack (search16_avx512.go) must give what the per-group loops
+// give. These tests quantize whole slabs, whose groups mix every kind search treats apart
+// (ordinary, all zero, tiny, huge, ties and clamp edges, non-finite), with the scalar set, the
+// fastest set and the fastest set with the batched search off, and compare every byte.
+
+// slabOut is the whole output of one QuantizeInt4 call.
+type slabOut struct {
+	packed, scales []byte
+	stats          []uint32 // the stats' bits, so that NaN sums compare equal to themselves
+	err            error
+}
+
+func quantSlab(x []float32, rows, cols int, p *Int4Params) slabOut {
+	ng := rows * cols / p.GroupSize
+	out := Int4Out{Packed: make([]byte, rows*cols/2), Scales: make([]byte, 2*ng), Stats: make([]GroupStats, ng)}
+	err := (CPU{}).QuantizeInt4(out, x, rows, cols, p)
+	r := slabOut{packed: out.Packed, scales: out.Scales, err: err}
+	for _, st := range out.Stats {
+		r.stats = append(r.stats, math.Float32bits(st.SumSq), math.Float32bits(st.Err), math.Float32bits(st.RTNErr), uint32(st.Clipped))
+	}
+	return r
+}
+
+// mixedSlab returns rows×cols values whose groups of g are of a random kind each.
+func mixedSlab(r *rand.Rand, rows, cols, g int, nonFinite bool) []float32 {
+	x := make([]float32, 0, rows*cols)
+	for len(x) < rows*cols {
+		s := float32(math.Ldexp(1+r.Float64(), r.IntN(40)-30))
+		grp := adversarial(r, g, s)
+		switch r.IntN(10) {
+		case 0:
+			clear(grp)
+		case 1: // below TinyAbsMax, or scales rounding to zero
+			for i := range grp {
+				grp[i] = float32(r.NormFloat64()) * 0x1p-70
+			}
+		case 2:
+			for i := range grp {
+				grp[i] = float32(r.NormFloat64()) * 1e37
+			}
+		case 3:
+			if nonFinite {
+				grp[r.IntN(g)] = [...]float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}[r.IntN(3)]
+			}
+		case 4, 5: // ordinary Gaussian weights with an outlier
+			for i := range grp {
+				grp[i] = float32(r.NormFloat64()) * 0.02
+			}
+			grp[r.IntN(g)] *= 10
+		}
+		x = append(x, grp...)
+	}
+	return x
+}
+
+func TestSIMDBatchSearch(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 120 {
+		g := []int{8, 16, 32, 64, 128, 256}[r.IntN(6)]
+		cols := g * (1 + r.IntN(5))
+		rows := 1 + r.IntN(40)
+		nonFinite := trial%4 == 3
+		x := mixedSlab(r, rows, cols, g, nonFinite)
+		p := mustParams(t, g, Search(trial%3%2), false) // RTN in a third of the trials
+		if trial%5 == 0 {
+			p.Refine = r.IntN(6)
+		}
+		var want slabOut
+		withEverySet(t, func(t *testing.T) {
+			for _, off := range []bool{false, true} {
+				noBatchSearch = off
+				got := quantSlab(x, rows, cols, p)
+				noBatchSearch = false
+				if lp == &scalarLoops && !off {
+					want = got
+					continue
+				}
+				var nf1, nf2 *NonFiniteError
+				if errors.As(got.err, &nf1) != errors.As(want.err, &nf2) || nf1 != nil && (nf1.Index != nf2.Index || math.Float32bits(nf1.Value) != math.Float32bits(nf2.Value)) {
+					t.Fatalf("trial %d (g=%d, per-group %v): error %v, want %v", trial, g, off, got.err, want.err)
+				}
+				if want.err != nil {
+					continue // outputs after the failing group are unspecified
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("trial %d (g=%d, %d×%d, per-group %v): output differs from the scalar loops", trial, g, rows, cols, off)
+				}
+			}
+		})
+	}
+}
+
+// FuzzSIMDBatchSearch compares the batched search with the scalar loops on fuzzer-chosen slabs of
+// sixteen or more groups of 32.
+func FuzzSIMDBatchSearch(f *testing.F) {
+	seed := make([]byte, 4*32*16)
+	for i := range 32 * 16 {
+		binary.LittleEndian.PutUint32(seed[4*i:], math.Float32bits(float32(i%37-18)*0.03125))
+	}
+	f.Add(seed, uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, refine uint8) {
+		const g = 32
+		n := len(data) / 4 / g * g
+		if n == 0 {
+			return
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		p := mustParams(t, g, Search(refine&1), false)
+		p.Refine = int(refine / 2 % 5)
+		prev := lp
+		lp = &scalarLoops
+		want := quantSlab(x, 1, n, p)
+		lp = prev
+		got := quantSlab(x, 1, n, p)
+		if (got.err == nil) != (want.err == nil) || got.err != nil && got.err.Error() != want.err.Error() {
+			t.Fatalf("error %v, want %v", got.err, want.err)
+		}
+		if want.err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s output differs from the scalar loops", lp.name)
+		}
+	})
+}
