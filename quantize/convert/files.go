@@ -2,8 +2,6 @@ package convert
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,12 +30,12 @@ func (r *runner) copySource(ctx context.Context) error {
 		if done {
 			continue
 		}
-		size, sum, err := copyHashed(ctx, s.Path, filepath.Join(dst, s.Name), r.ro.PrefillMode == PrefillLink)
+		size, crc, err := copyHashed(ctx, s.Path, filepath.Join(dst, s.Name), r.ro.PrefillMode == PrefillLink)
 		if err != nil {
 			return err
 		}
 		r.jmu.Lock()
-		err = r.journal.add(r.dir, key, &finishedShard{Size: size, SHA256: sum})
+		err = r.journal.add(r.dir, key, &finishedShard{Size: size, CRC32C: &crc})
 		r.jmu.Unlock()
 		if err != nil {
 			return err
@@ -47,10 +45,11 @@ func (r *runner) copySource(ctx context.Context) error {
 	return nil
 }
 
-// copyHashed makes dst a copy of src under a temporary name, hashing the bytes as they pass, and
-// renames it when complete; with link set it tries a hard link first (same filesystem), then
-// hashes the linked file. The copy stops at the next 8 MiB chunk when ctx is cancelled.
-func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string, error) {
+// copyHashed makes dst a copy of src under a temporary name, taking the CRC-32C of the bytes as
+// they pass, and renames it when complete; with link set it tries a hard link first (same
+// filesystem), then checksums the linked file. The copy stops at the next 8 MiB chunk when ctx
+// is cancelled.
+func copyHashed(ctx context.Context, src, dst string, link bool) (int64, uint32, error) {
 	if link {
 		tmp := fsutil.PartialName(dst)
 		os.Remove(tmp)
@@ -61,18 +60,18 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string,
 		if err := os.Link(target, tmp); err == nil {
 			if err := os.Rename(tmp, dst); err != nil {
 				os.Remove(tmp)
-				return 0, "", fmt.Errorf("convert: link %s: %w", src, err)
+				return 0, 0, fmt.Errorf("convert: link %s: %w", src, err)
 			}
-			return hashFile(ctx, dst)
+			return crcFile(ctx, dst)
 		}
 		slog.Info("hard link not possible; copying", "src", src)
 	}
 	in, err := os.Open(src)
 	if err != nil {
-		return 0, "", fmt.Errorf("convert: %w", err)
+		return 0, 0, fmt.Errorf("convert: %w", err)
 	}
 	defer in.Close()
-	h := sha256.New()
+	h := fsutil.CRC32C()
 	var n int64
 	err = writeAtomic(dst, func(w io.Writer) error {
 		buf := make([]byte, 8<<20)
@@ -97,9 +96,9 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, string,
 		}
 	})
 	if err != nil {
-		return 0, "", err
+		return 0, 0, err
 	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+	return n, h.Sum32(), nil
 }
 
 // copyFile makes dst a copy of src (temporary name, then rename), with src's permission bits
@@ -127,6 +126,12 @@ func writeFileAtomic(path string, data []byte) error {
 
 func writeAtomic(path string, fill func(io.Writer) error) error {
 	return convertErr(fsutil.WriteAtomic(path, fill))
+}
+
+// crcFile returns the size and CRC-32C of a file (the journal's check of finished shards).
+func crcFile(ctx context.Context, path string) (int64, uint32, error) {
+	n, sum, err := fsutil.CRCFile(ctx, path)
+	return n, sum, convertErr(err)
 }
 
 // hashFile returns the size and SHA-256 of a file.

@@ -25,8 +25,9 @@ type record struct {
 	RTN *quantize.Metrics `json:"rtn,omitempty"`
 }
 
-// finishedShard is one journal entry: a finished shard, or (Tensor set) one finished tensor of
-// a shard still being written, whose bytes in the shard's temporary file have the CRC-32C.
+// finishedShard is one journal entry: a finished shard of the size and CRC-32C given, or (Tensor
+// set) one finished tensor of a shard still being written, whose bytes in the shard's temporary
+// file have the CRC-32C. SHA256 is read from journals of earlier versions only.
 type finishedShard struct {
 	Key     string   `json:"key,omitempty"` // set in the file, the map key in memory
 	Tensor  string   `json:"tensor,omitempty"`
@@ -190,8 +191,10 @@ func verifyJournal(ctx context.Context, dir string, j *journal) error {
 			return err
 		}
 		fs := j.Shards[k]
-		size, sum, err := hashFile(ctx, filepath.Join(dir, filepath.FromSlash(k)))
-		if err != nil || size != fs.Size || sum != fs.SHA256 {
+		// Shards are checked by CRC-32C (a journal of an earlier version, with SHA-256 only,
+		// has its shards redone).
+		size, sum, err := crcFile(ctx, filepath.Join(dir, filepath.FromSlash(k)))
+		if err != nil || size != fs.Size || fs.CRC32C == nil || sum != *fs.CRC32C {
 			slog.Warn("finished shard missing or changed; redoing it", "shard", k)
 			delete(j.Shards, k)
 		}

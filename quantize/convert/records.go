@@ -78,11 +78,11 @@ func (r *runner) closeReady() error {
 // journalShard hashes a finished shard and records it with the report rows of its tensors.
 func (r *runner) journalShard(set *shardSet, i int) error {
 	key := set.key(i)
-	size, sum, err := hashFile(context.Background(), filepath.Join(set.dir, set.out.Shards[i].FileName))
+	size, crc, err := crcFile(context.Background(), filepath.Join(set.dir, set.out.Shards[i].FileName))
 	if err != nil {
 		return err
 	}
-	fs := &finishedShard{Size: size, SHA256: sum}
+	fs := &finishedShard{Size: size, CRC32C: &crc}
 	r.jmu.Lock()
 	defer r.jmu.Unlock()
 	for _, spec := range set.out.Shards[i].Specs {

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
@@ -26,9 +25,6 @@ type shardSet struct {
 	done      []bool          // finished (this run or an earlier one)
 	kept      map[string]bool // tensors of unfinished shards kept from an earlier run
 }
-
-// crcTable is the CRC-32C (Castagnoli) table of the per-tensor journal entries.
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // newShardSet starts the writers of out in dir. Shards in journal j are finished; with own not
 // nil, so are the shards whose keys it lacks (another part writes them): writes to either are
@@ -90,7 +86,7 @@ func (s *shardSet) tensorCRC(i int, name string) (uint32, error) {
 	defer f.Close()
 	for k := range l.Tensors {
 		if t := &l.Tensors[k]; t.Name == name {
-			h := crc32.New(crcTable)
+			h := fsutil.CRC32C()
 			if _, err := io.Copy(h, io.NewSectionReader(f, l.DataStart()+t.DataOffsets[0], t.ByteSize())); err != nil {
 				return 0, err
 			}
