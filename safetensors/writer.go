@@ -264,20 +264,29 @@ func (w *Writer) checkCoverage() error {
 // Abort stops writing and removes the temporary file. It is a no-op after a successful Close, so
 // that `defer w.Abort()` is safe.
 func (w *Writer) Abort() error {
-	w.mu.Lock()
-	if w.done {
-		w.mu.Unlock()
+	if !w.stop("aborted") {
 		return nil
 	}
-	w.done = true
-	if w.err == nil {
-		w.err = fmt.Errorf("safetensors: %s: %w: aborted", w.path, ErrClosed)
-	}
-	w.mu.Unlock()
-	w.inflight.Wait()
 	w.f.Close()
 	if err := os.Remove(w.temp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("safetensors: %w", err)
 	}
 	return nil
+}
+
+// stop ends writing (later calls fail with ErrClosed and why) and waits for writes in progress;
+// it reports false when Close, Abort or Detach had already begun.
+func (w *Writer) stop(why string) bool {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return false
+	}
+	w.done = true
+	if w.err == nil {
+		w.err = fmt.Errorf("safetensors: %s: %w: %s", w.path, ErrClosed, why)
+	}
+	w.mu.Unlock()
+	w.inflight.Wait()
+	return true
 }

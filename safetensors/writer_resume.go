@@ -61,16 +61,8 @@ func Resume(path string, layout *Layout, kept []string) (*Writer, error) {
 // Detach stops writing and closes the temporary file but leaves it in place, so that Resume can
 // continue it (an interrupted run keeps the tensors it finished). Nothing appears at the path.
 func (w *Writer) Detach() error {
-	w.mu.Lock()
-	if w.done {
-		w.mu.Unlock()
+	if !w.stop("detached") {
 		return nil
 	}
-	w.done = true
-	if w.err == nil {
-		w.err = fmt.Errorf("safetensors: %s: %w: detached", w.path, ErrClosed)
-	}
-	w.mu.Unlock()
-	w.inflight.Wait()
 	return w.f.Close()
 }

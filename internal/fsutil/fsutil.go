@@ -89,26 +89,35 @@ func SyncDir(dir string) error {
 // HashFile returns the size and hex SHA-256 of a file's bytes; it stops between 8 MiB reads
 // when ctx is cancelled.
 func HashFile(ctx context.Context, path string) (int64, string, error) {
-	f, err := os.Open(path)
+	h := sha256.New()
+	n, err := sumFile(ctx, path, h)
 	if err != nil {
 		return 0, "", err
 	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// sumFile feeds a file's bytes to h in 8 MiB reads, stopping when ctx is cancelled.
+func sumFile(ctx context.Context, path string, h hash.Hash) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
 	defer f.Close()
-	h := sha256.New()
 	buf := make([]byte, 8<<20)
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
-			return 0, "", err
+			return 0, err
 		}
 		k, rerr := io.ReadFull(f, buf)
 		h.Write(buf[:k])
 		n += int64(k)
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			return n, hex.EncodeToString(h.Sum(nil)), nil
+			return n, nil
 		}
 		if rerr != nil {
-			return 0, "", fmt.Errorf("hash %s: %w", path, rerr)
+			return 0, fmt.Errorf("read %s: %w", path, rerr)
 		}
 	}
 }
@@ -123,26 +132,10 @@ func CRC32C() hash.Hash32 { return crc32.New(crc32c) }
 // SHA-256: for checking one's own files after a crash, not against an adversary); it stops
 // between 8 MiB reads when ctx is cancelled.
 func CRCFile(ctx context.Context, path string) (int64, uint32, error) {
-	f, err := os.Open(path)
+	h := CRC32C()
+	n, err := sumFile(ctx, path, h)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
-	h := CRC32C()
-	buf := make([]byte, 8<<20)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return 0, 0, err
-		}
-		k, rerr := io.ReadFull(f, buf)
-		h.Write(buf[:k])
-		n += int64(k)
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			return n, h.Sum32(), nil
-		}
-		if rerr != nil {
-			return 0, 0, fmt.Errorf("checksum %s: %w", path, rerr)
-		}
-	}
+	return n, h.Sum32(), nil
 }
