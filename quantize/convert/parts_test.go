@@ -2,6 +2,7 @@ package convert_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,16 +15,21 @@ import (
 	"pdq/quantize/convert"
 )
 
-// runParts runs parts 0..n-1 of p concurrently into out.
-func runParts(t *testing.T, p *convert.Plan, out string, n int) {
+// runParts runs parts 0..n-1 of a conversion of src with options o concurrently into out, each
+// in a process of its own (the test binary again); calib is the statistics file of o, or "".
+func runParts(t *testing.T, src string, o convert.Options, calib, out string, n int) {
 	t.Helper()
+	opts, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = convert.Run(context.Background(), p, out, convert.RunOptions{Workers: 2, Part: convert.Part{Index: i, Count: n}})
+			_, errs[i] = tryChild(src, out, 0, 0, envPart+"="+fmt.Sprintf("%d/%d", i, n), envOptions+"="+string(opts), envCalib+"="+calib)
 		}()
 	}
 	wg.Wait()
@@ -34,23 +40,30 @@ func runParts(t *testing.T, p *convert.Plan, out string, n int) {
 	}
 }
 
-// TestPartsMergeIdentical: a conversion split into N parts run at once into one directory, then
-// merged, is byte-identical to a single run, for a BF16 and an FP8 source and with GPTQ
-// statistics; every part writes its own files only.
+// TestPartsMergeIdentical: a conversion split into N parts run at once, as separate processes,
+// into one directory, then merged, is byte-identical to a single run, for a BF16 and an FP8
+// source and with GPTQ statistics; every part writes its own files only.
 func TestPartsMergeIdentical(t *testing.T) {
 	bf16 := glm4Source(t)
 	stats := filepath.Join(t.TempDir(), "stats.safetensors")
 	writeStats(t, bf16, stats, 1, 0)
+	if testing.Short() {
+		t.Skip("runs conversions in child processes")
+	}
 	for _, tc := range []struct {
 		name  string
 		src   string
 		o     convert.Options
+		calib string
 		parts []int
 	}{
-		{"glm4-bf16", bf16, convert.Options{GroupSize: 32, MaxShardSize: 1 << 20}, []int{1, 2, 3, 7}},
-		{"deepseek-fp8", deepseekSource(t), convert.Options{GroupSize: 64, MaxShardSize: 1 << 20}, []int{1, 2, 3, 7}},
-		{"glm4-gptq", bf16, convert.Options{GroupSize: 32, MaxShardSize: 1 << 20, Calib: openStats(t, stats), CalibMethod: convert.CalibGPTQ}, []int{3}},
+		{"glm4-bf16", bf16, convert.Options{GroupSize: 32, MaxShardSize: 1 << 20}, "", []int{1, 2, 3, 7}},
+		{"deepseek-fp8", deepseekSource(t), convert.Options{GroupSize: 64, MaxShardSize: 1 << 20}, "", []int{1, 2, 3, 7}},
+		{"glm4-gptq", bf16, convert.Options{GroupSize: 32, MaxShardSize: 1 << 20, CalibMethod: convert.CalibGPTQ}, stats, []int{2, 3}},
 	} {
+		if tc.calib != "" {
+			tc.o.Calib = openStats(t, tc.calib)
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			single := filepath.Join(t.TempDir(), "single")
 			convertTo(t, tc.src, single, tc.o, convert.RunOptions{Workers: 2})
@@ -58,7 +71,7 @@ func TestPartsMergeIdentical(t *testing.T) {
 			for _, n := range tc.parts {
 				p := plan(t, tc.src, tc.o)
 				out := filepath.Join(t.TempDir(), "split")
-				runParts(t, p, out, n)
+				runParts(t, tc.src, tc.o, tc.calib, out, n)
 				if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
 					t.Fatalf("%d parts: report.json written before the merge", n)
 				}

@@ -2,6 +2,7 @@ package convert_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -61,7 +62,9 @@ const (
 	envOut       = "PDQ_CONVERT_TEST_OUT"
 	envKillAfter = "PDQ_CONVERT_TEST_KILL_AFTER_SLABS"
 	envKillDelay = "PDQ_CONVERT_TEST_KILL_AFTER"
-	envPart      = "PDQ_CONVERT_TEST_PART" // I/N: the child converts that part only
+	envPart      = "PDQ_CONVERT_TEST_PART"    // I/N: the child converts that part only
+	envOptions   = "PDQ_CONVERT_TEST_OPTIONS" // JSON convert.Options instead of resumeOptions
+	envCalib     = "PDQ_CONVERT_TEST_CALIB"   // a statistics file for the options
 )
 
 // TestHelperConvertChild is not a test: TestResumeAfterKill runs the test binary again with
@@ -91,7 +94,16 @@ func TestHelperConvertChild(t *testing.T) {
 		}
 		ro.Part = pt
 	}
-	if _, err := runPlan(plan(t, os.Getenv(envSrc), resumeOptions), os.Getenv(envOut), ro); err != nil {
+	o := resumeOptions
+	if s := os.Getenv(envOptions); s != "" {
+		if err := json.Unmarshal([]byte(s), &o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := os.Getenv(envCalib); p != "" {
+		o.Calib = openStats(t, p)
+	}
+	if _, err := runPlan(plan(t, os.Getenv(envSrc), o), os.Getenv(envOut), ro); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -99,22 +111,30 @@ func TestHelperConvertChild(t *testing.T) {
 // runChild converts in a child process that kills itself after slabs slabs or after delay; it
 // reports whether the child was killed (it may finish first).
 func runChild(t *testing.T, src, out string, slabs int64, delay time.Duration, env ...string) bool {
+	killed, err := tryChild(src, out, slabs, delay, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return killed
+}
+
+// tryChild is runChild returning the child's failure (callable from any goroutine).
+func tryChild(src, out string, slabs int64, delay time.Duration, env ...string) (bool, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperConvertChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChild+"=1", envSrc+"="+src, envOut+"="+out,
 		envKillAfter+"="+strconv.FormatInt(slabs, 10), envKillDelay+"="+delay.String())
 	cmd.Env = append(cmd.Env, env...)
 	outb, err := cmd.CombinedOutput()
 	if err == nil {
-		return false
+		return false, nil
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return true
+			return true, nil
 		}
 	}
-	t.Fatalf("child: %v\n%s", err, outb)
-	return false
+	return false, fmt.Errorf("child: %v\n%s", err, outb)
 }
 
 // checkUnfinished: an interrupted output directory holds nothing that looks finished but is
