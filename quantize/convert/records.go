@@ -47,13 +47,9 @@ func (r *runner) moduleRecords(mi int) {
 
 // journalTensor records a tensor finished in a shard still open, with its CRC-32C and its
 // report record, so that a rerun after an interruption keeps it.
-func (r *runner) journalTensor(set *shardSet, name string) error {
+func (r *runner) journalTensor(set *shardSet, name string, crc *uint32) error {
 	i := set.out.Where[name]
-	crc, err := set.tensorCRC(i, name)
-	if err != nil {
-		return err
-	}
-	fs := &finishedShard{Size: 0, CRC32C: &crc}
+	fs := &finishedShard{CRC32C: crc}
 	r.jmu.Lock()
 	defer r.jmu.Unlock()
 	fs.Records = r.records[recordKey{set.out.Kind, name}]
@@ -64,7 +60,7 @@ func (r *runner) journalTensor(set *shardSet, name string) error {
 func (r *runner) closeReady() error {
 	for _, set := range r.sets() {
 		for _, i := range set.ready() {
-			if _, _, err := set.close(i); err != nil {
+			if _, err := set.close(i); err != nil {
 				return err
 			}
 			if err := r.journalShard(set, i); err != nil {

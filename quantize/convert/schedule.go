@@ -142,7 +142,7 @@ func (r *runner) slabDone(s *slab) error {
 			continue
 		}
 		for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
-			i, open, err := set.complete(spec.Name)
+			i, crc, err := set.complete(spec.Name)
 			if err != nil {
 				return err
 			}
@@ -151,8 +151,8 @@ func (r *runner) slabDone(s *slab) error {
 					return err
 				}
 			}
-			if open {
-				if err := r.journalTensor(set, spec.Name); err != nil {
+			if crc != nil {
+				if err := r.journalTensor(set, spec.Name, crc); err != nil {
 					return err
 				}
 			}

@@ -135,26 +135,33 @@ func (s *shardSet) write(name string, off int64, data []byte) error {
 }
 
 // complete marks tensor name fully written. It returns the index of a shard that this completes
-// (its writer is closed) or -1, and whether the tensor was written by this run into a shard
-// still open (then it deserves a journal line of its own).
-func (s *shardSet) complete(name string) (closed int, open bool, err error) {
+// (its writer is closed) or -1; for a tensor written by this run into a shard still open, the
+// CRC-32C of its bytes in the shard's temporary file (it then deserves a journal line of its own).
+// The checksum is taken under the set's lock, so the shard cannot be closed (its temporary file
+// renamed) meanwhile.
+func (s *shardSet) complete(name string) (closed int, crc *uint32, err error) {
 	i := s.out.Where[name]
 	s.mu.Lock()
 	if s.done[i] || s.kept[name] {
 		s.mu.Unlock()
-		return -1, false, nil
+		return -1, nil, nil
 	}
 	s.remaining[i]--
 	if s.remaining[i] > 0 {
-		s.mu.Unlock()
-		return -1, true, nil
+		defer s.mu.Unlock()
+		sum, err := s.tensorCRC(i, name)
+		if err != nil {
+			return -1, nil, err
+		}
+		return -1, &sum, nil
 	}
 	s.mu.Unlock()
-	return s.close(i)
+	closed, err = s.close(i)
+	return closed, nil, err
 }
 
 // close finishes shard i, whose tensors are all written.
-func (s *shardSet) close(i int) (int, bool, error) {
+func (s *shardSet) close(i int) (int, error) {
 	s.mu.Lock()
 	w := s.writers[i]
 	s.writers[i] = nil
@@ -163,13 +170,13 @@ func (s *shardSet) close(i int) (int, bool, error) {
 	if w == nil { // a shard whose tensors are all empty
 		var err error
 		if w, err = safetensors.Create(filepath.Join(s.dir, s.out.Shards[i].FileName), s.out.Shards[i].Layout); err != nil {
-			return -1, false, err
+			return -1, err
 		}
 	}
 	if err := w.Close(); err != nil {
-		return -1, false, err
+		return -1, err
 	}
-	return i, false, nil
+	return i, nil
 }
 
 // ready returns the unfinished shards whose every tensor was kept from an earlier run: the run
