@@ -20,7 +20,7 @@ for b in bin/pdq-cuda bin/gpucheck bin/cuda.test; do
 	[ -x "$b" ] || { echo "gpu-check: $b missing: build it with 'make build-cuda test-cuda-bin'" >&2; exit 2; }
 done
 # The driver library may sit outside the loader's path (containers mount it there).
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && [ -e /usr/local/nvidia/lib64/libcuda.so.1 ]; then
+if ! grep -q 'libcuda\.so\.1' <<<"$(ldconfig -p 2>/dev/null)" && [ -e /usr/local/nvidia/lib64/libcuda.so.1 ]; then
 	export LD_LIBRARY_PATH=/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true

@@ -35,7 +35,10 @@ timeout=${SLURM_E2E_TIMEOUT:-600}
 for c in munged mungekey munge unmunge slurmctld slurmd sbatch squeue sinfo scontrol ss; do
 	command -v "$c" >/dev/null || skip "$c not found (apt-get install slurmctld slurmd slurm-client munge)"
 done
-"$pdq" convert --help 2>&1 | grep -q -- '--part ' || fail "$pdq convert has no --part"
+# Read the help whole first: grep -q stops at the first match, and with pipefail the writer's
+# SIGPIPE would fail the pipeline.
+help=$("$pdq" convert --help 2>&1)
+grep -q -- '--part ' <<<"$help" || fail "$pdq convert has no --part"
 
 work=$(mktemp -d -t pdq-slurm.XXXXXX)
 chmod 755 "$work" # munged wants its socket's directory searchable by everyone
