@@ -52,11 +52,7 @@ func Create(path string, layout *Layout) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
-	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([][]span, len(layout.Tensors)),
-		index: make(map[string]int, len(layout.Tensors))}
-	for i := range layout.Tensors {
-		w.index[layout.Tensors[i].Name] = i
-	}
+	w := newWriter(path, temp, layout, f)
 	if _, err := f.WriteAt(layout.Prefix, 0); err == nil {
 		err = f.Truncate(layout.FileSize)
 	}
@@ -66,6 +62,16 @@ func Create(path string, layout *Layout) (*Writer, error) {
 		return nil, fmt.Errorf("safetensors: %s: %w", temp, err)
 	}
 	return w, nil
+}
+
+// newWriter is a Writer of layout into the open temporary file f, nothing written yet.
+func newWriter(path, temp string, layout *Layout, f *os.File) *Writer {
+	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([][]span, len(layout.Tensors)),
+		index: make(map[string]int, len(layout.Tensors))}
+	for i := range layout.Tensors {
+		w.index[layout.Tensors[i].Name] = i
+	}
+	return w
 }
 
 // checkLayout verifies that a layout is self-consistent: the prefix length, the header JSON (parsed

@@ -40,11 +40,7 @@ func Resume(path string, layout *Layout, kept []string) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("safetensors: %s: %w: its header is not the planned one", temp, ErrNoPartial)
 	}
-	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([][]span, len(layout.Tensors)),
-		index: make(map[string]int, len(layout.Tensors))}
-	for i := range layout.Tensors {
-		w.index[layout.Tensors[i].Name] = i
-	}
+	w := newWriter(path, temp, layout, f)
 	for _, name := range kept {
 		i, ok := w.index[name]
 		if !ok {

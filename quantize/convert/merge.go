@@ -46,9 +46,8 @@ func partCount(dir string) (int, error) {
 	}
 	counts := map[int]bool{}
 	for _, n := range names {
-		var i, c int
-		if _, err := fmt.Sscanf(n, ".pdq-journal.part-%04d-of-%04d.json", &i, &c); err == nil && c > 0 {
-			counts[c] = true
+		if p, ok := parsePartJournal(n); ok {
+			counts[p.Count] = true
 		}
 	}
 	switch len(counts) {
@@ -76,19 +75,19 @@ func checkSiblings(dir string, pt Part, id string) error {
 		return err
 	}
 	for _, n := range names {
-		var i, c int
-		if _, err := fmt.Sscanf(n, ".pdq-journal.part-%04d-of-%04d.json", &i, &c); err != nil {
+		p, ok := parsePartJournal(n)
+		if !ok {
 			continue
 		}
-		if c != pt.Count {
-			return fmt.Errorf("convert: %s: %w: it holds part %d/%d of a split into %d parts, this is part %s", dir, ErrOtherPlan, i, c, c, pt)
+		if p.Count != pt.Count {
+			return fmt.Errorf("convert: %s: %w: it holds part %s of a split into %d parts, this is part %s", dir, ErrOtherPlan, p, p.Count, pt)
 		}
 		j, err := loadJournal(dir, n)
 		if err != nil {
 			return err
 		}
 		if j.PlanID != "" && j.PlanID != id {
-			return fmt.Errorf("convert: %s: part %d/%d: %w", dir, i, c, ErrOtherPlan)
+			return fmt.Errorf("convert: %s: part %s: %w", dir, p, ErrOtherPlan)
 		}
 	}
 	return nil
@@ -147,7 +146,7 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		free, err := fsutil.Lock(filepath.Join(dir, pp.Part.journalName()+".lock"))
+		free, err := fsutil.Lock(filepath.Join(dir, pp.Part.lockName()))
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("part %s is still running (%v)", pp.Part, err))
 			continue

@@ -45,12 +45,25 @@ func (p Part) Whole() bool { return p.Count == 0 }
 // String is "I/N".
 func (p Part) String() string { return fmt.Sprintf("%d/%d", p.Index, p.Count) }
 
+// partJournalFormat names a part's journal file.
+const partJournalFormat = ".pdq-journal.part-%04d-of-%04d.json"
+
 // journalName is the journal file of a part; the whole conversion's is JournalName.
 func (p Part) journalName() string {
 	if p.Whole() {
 		return JournalName
 	}
-	return fmt.Sprintf(".pdq-journal.part-%04d-of-%04d.json", p.Index, p.Count)
+	return fmt.Sprintf(partJournalFormat, p.Index, p.Count)
+}
+
+// lockName is the run lock file of a part (of the whole conversion for the zero Part).
+func (p Part) lockName() string { return p.journalName() + ".lock" }
+
+// parsePartJournal reads the part a journal file name belongs to.
+func parsePartJournal(name string) (Part, bool) {
+	var p Part
+	_, err := fmt.Sscanf(name, partJournalFormat, &p.Index, &p.Count)
+	return p, err == nil && p.Count > 0
 }
 
 // WorkUnit is one output file a part writes: a shard of prefill/ or decode/, or a source shard

@@ -64,7 +64,6 @@ func (p *Plan) configWarnings() []string {
 		}
 	}
 	expertRows, maxExpert := int64(-1), int64(-1)
-	reExpert := regexp.MustCompile(`\.experts\.(\d+)\.`)
 	for _, m := range p.Modules {
 		switch {
 		case m.Role == rules.RoleEmbedding && strings.Contains(m.Weight.Name, "embed_tokens") && len(m.Weight.Shape) == 2:

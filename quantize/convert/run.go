@@ -262,7 +262,7 @@ func lockDir(dir string, pt Part) (func(), error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
-	unlock, err := fsutil.Lock(filepath.Join(dir, pt.journalName()+".lock"))
+	unlock, err := fsutil.Lock(filepath.Join(dir, pt.lockName()))
 	if err != nil {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
