@@ -29,10 +29,15 @@ type Writer struct {
 	err      error    // first error
 	done     bool     // Close or Abort has begun
 	inflight sync.WaitGroup
+	sum      uint32 // CRC-32C of the whole file, set by a successful Close
 }
 
-// span is a half-open byte range [lo, hi) relative to a tensor's start.
-type span struct{ lo, hi int64 }
+// span is a half-open byte range [lo, hi) relative to a tensor's start, with the CRC-32C of the
+// bytes written there (taken from the caller's buffer as it is written, combined as spans merge).
+type span struct {
+	lo, hi int64
+	crc    uint32
+}
 
 // Create starts writing the file described by layout at path. The data goes to TempPath
 // (".NAME.partial" in the same directory, replaced if it exists), which gets the header at once and
@@ -125,7 +130,7 @@ func (w *Writer) WriteTensor(name string, data []byte) error {
 // inside the tensor and not overlap anything written before (ErrWriteMismatch otherwise). It may be
 // called from several goroutines at once.
 func (w *Writer) WriteTensorAt(name string, off int64, data []byte) error {
-	abs, err := w.reserve(name, off, int64(len(data)))
+	abs, err := w.reserve(name, off, int64(len(data)), fsutil.UpdateCRC32C(0, data))
 	if err != nil || len(data) == 0 {
 		return err
 	}
@@ -138,7 +143,7 @@ func (w *Writer) WriteTensorAt(name string, off int64, data []byte) error {
 
 // reserve checks a write and records its range as covered. For a non-empty write it returns the
 // absolute file offset with w.inflight incremented; the caller must call w.inflight.Done.
-func (w *Writer) reserve(name string, off, n int64) (int64, error) {
+func (w *Writer) reserve(name string, off, n int64, crc uint32) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -167,23 +172,83 @@ func (w *Writer) reserve(name string, off, n int64) (int64, error) {
 		return 0, w.failLocked(fmt.Errorf("safetensors: %s: tensor %q: %w: bytes [%d, %d) overlap bytes [%d, %d) already written",
 			w.path, name, ErrWriteMismatch, off, off+n, spans[j].lo, spans[j].hi))
 	}
-	s := span{off, off + n}
+	s := span{off, off + n, crc}
 	mergeLeft := j > 0 && spans[j-1].hi == s.lo
 	mergeRight := j < len(spans) && spans[j].lo == s.hi
 	switch {
 	case mergeLeft && mergeRight:
-		spans[j-1].hi = spans[j].hi
+		spans[j-1] = spans[j-1].join(s).join(spans[j])
 		spans = slices.Delete(spans, j, j+1)
 	case mergeLeft:
-		spans[j-1].hi = s.hi
+		spans[j-1] = spans[j-1].join(s)
 	case mergeRight:
-		spans[j].lo = s.lo
+		spans[j] = s.join(spans[j])
 	default:
 		spans = slices.Insert(spans, j, s)
 	}
 	w.covered[i] = spans
 	w.inflight.Add(1)
 	return w.layout.DataStart() + t.DataOffsets[0] + off, nil
+}
+
+// join returns the span of a followed by b (b.lo == a.hi), its checksum combined.
+func (a span) join(b span) span {
+	return span{a.lo, b.hi, fsutil.CombineCRC32C(a.crc, b.crc, b.hi-b.lo)}
+}
+
+// TensorCRC32C returns the CRC-32C of tensor name's bytes, and true, once every byte of it has
+// been written (a tensor without bytes has checksum 0). The checksum is of the bytes handed to
+// the writer, taken as they were written: nothing is read back.
+func (w *Writer) TensorCRC32C(name string) (uint32, bool) {
+	i, ok := w.index[name]
+	if !ok {
+		return 0, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tensorCRCLocked(i)
+}
+
+func (w *Writer) tensorCRCLocked(i int) (uint32, bool) {
+	size := w.layout.Tensors[i].ByteSize()
+	if size == 0 {
+		return 0, true
+	}
+	if spans := w.covered[i]; len(spans) == 1 && spans[0].lo == 0 && spans[0].hi == size {
+		return spans[0].crc, true
+	}
+	return 0, false
+}
+
+// fileCRC is the CRC-32C of the whole file: the prefix, then each tensor's bytes in file order,
+// zeros where the layout leaves a gap. Every tensor must be written completely.
+func (w *Writer) fileCRC() uint32 {
+	order := make([]int, len(w.layout.Tensors))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmpInt64(w.layout.Tensors[a].DataOffsets[0], w.layout.Tensors[b].DataOffsets[0])
+	})
+	crc := fsutil.UpdateCRC32C(0, w.layout.Prefix)
+	pos := int64(len(w.layout.Prefix))
+	for _, i := range order {
+		t := &w.layout.Tensors[i]
+		start := w.layout.DataStart() + t.DataOffsets[0]
+		crc = fsutil.ZerosCRC32C(crc, start-pos)
+		c, _ := w.tensorCRCLocked(i)
+		crc = fsutil.CombineCRC32C(crc, c, t.ByteSize())
+		pos = max(pos, start+t.ByteSize())
+	}
+	return fsutil.ZerosCRC32C(crc, w.layout.FileSize-pos)
+}
+
+// CRC32C returns the CRC-32C of the file Close wrote (zero before a successful Close), computed
+// from the bytes as they were written, without reading the file back.
+func (w *Writer) CRC32C() uint32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sum
 }
 
 // fail records err as the writer's error unless one is already kept, and returns the kept error.
@@ -218,7 +283,9 @@ func (w *Writer) Close() error {
 	if err == nil {
 		err = w.checkCoverage()
 	}
+	var sum uint32
 	if err == nil {
+		sum = w.fileCRC()
 		err = w.f.Sync()
 	}
 	if cerr := w.f.Close(); err == nil {
@@ -237,6 +304,9 @@ func (w *Writer) Close() error {
 		}
 		return err
 	}
+	w.mu.Lock()
+	w.sum = sum
+	w.mu.Unlock()
 	return nil
 }
 
@@ -246,7 +316,7 @@ func (w *Writer) checkCoverage() error {
 		t := &w.layout.Tensors[i]
 		size := t.ByteSize()
 		spans := w.covered[i]
-		if size == 0 || len(spans) == 1 && spans[0] == (span{0, size}) {
+		if size == 0 || len(spans) == 1 && spans[0].lo == 0 && spans[0].hi == size {
 			continue
 		}
 		// Name the first missing range.

@@ -17,9 +17,10 @@ var ErrNoPartial = errors.New("no resumable partial file")
 // Resume reopens the temporary file that an interrupted Writer for path left (see Detach), for
 // the same layout: its size and header must be the layout's, and it must be a regular file with
 // no other link (a hard link planted under its name is never written through). The tensors in
-// kept count as written; the caller has checked their bytes. Other tensors are written as with
+// kept (name -> CRC-32C of its bytes) count as written; the caller has checked their bytes, and
+// their checksums go into the file's (CRC32C after Close). Other tensors are written as with
 // Create; their old bytes are overwritten.
-func Resume(path string, layout *Layout, kept []string) (*Writer, error) {
+func Resume(path string, layout *Layout, kept map[string]uint32) (*Writer, error) {
 	if err := checkLayout(layout); err != nil {
 		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
 	}
@@ -41,14 +42,14 @@ func Resume(path string, layout *Layout, kept []string) (*Writer, error) {
 		return nil, fmt.Errorf("safetensors: %s: %w: its header is not the planned one", temp, ErrNoPartial)
 	}
 	w := newWriter(path, temp, layout, f)
-	for _, name := range kept {
+	for name, crc := range kept {
 		i, ok := w.index[name]
 		if !ok {
 			f.Close()
 			return nil, fmt.Errorf("safetensors: %s: tensor %q: %w: not in the layout", path, name, ErrWriteMismatch)
 		}
 		if n := layout.Tensors[i].ByteSize(); n > 0 {
-			w.covered[i] = []span{{0, n}}
+			w.covered[i] = []span{{0, n, crc}}
 		}
 	}
 	return w, nil

@@ -2,14 +2,18 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"pdq/internal/fsutil"
 )
 
 // writeFile writes specs with data through Create/WriteTensor/Close and returns the path.
@@ -481,11 +485,11 @@ func TestWriterResume(t *testing.T) {
 	if err := os.Link(temp, filepath.Join(dir, "other")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resume(path, plans[0].Layout, []string{"a"}); !errors.Is(err, ErrNoPartial) {
+	if _, err := Resume(path, plans[0].Layout, map[string]uint32{"a": crcOf([]byte{1, 2, 3, 4})}); !errors.Is(err, ErrNoPartial) {
 		t.Fatalf("resume of a file with two links: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "other"))
-	w, err = Resume(path, plans[0].Layout, []string{"a"})
+	w, err = Resume(path, plans[0].Layout, map[string]uint32{"a": crcOf([]byte{1, 2, 3, 4})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,13 +500,16 @@ func TestWriterResume(t *testing.T) {
 	w, _ = Create(path, plans[0].Layout)
 	w.WriteTensor("a", []byte{1, 2, 3, 4})
 	w.Detach()
-	w, err = Resume(path, plans[0].Layout, []string{"a"})
+	w, err = Resume(path, plans[0].Layout, map[string]uint32{"a": crcOf([]byte{1, 2, 3, 4})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.WriteTensor("b", []byte{5, 6, 7, 8})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if _, want, _ := fsutil.CRCFile(context.Background(), path); w.CRC32C() != want {
+		t.Fatalf("resumed writer's checksum %08x, file's %08x", w.CRC32C(), want)
 	}
 	ck, err := Open(path)
 	if err != nil {
@@ -517,5 +524,82 @@ func TestWriterResume(t *testing.T) {
 	os.WriteFile(temp, make([]byte, plans[0].Layout.FileSize), 0o644) // right size, no header
 	if _, err := Resume(path, plans[0].Layout, nil); !errors.Is(err, ErrNoPartial) {
 		t.Fatalf("resume of a file without the header: %v", err)
+	}
+}
+
+func crcOf(b []byte) uint32 { return fsutil.UpdateCRC32C(0, b) }
+
+// TestWriterChecksums: the checksums a writer takes as bytes pass (per tensor, and of the whole
+// file at Close) equal those of the file read back, whatever the order and size of the writes.
+func TestWriterChecksums(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	specs := []TensorSpec{
+		{Name: "a", DType: F32, Shape: []int64{37, 11}},
+		{Name: "empty", DType: BF16, Shape: []int64{0, 4}},
+		{Name: "b", DType: U8, Shape: []int64{1000}},
+		{Name: "c", DType: BF16, Shape: []int64{3}},
+	}
+	for trial := range 20 {
+		dir := t.TempDir()
+		plans, err := PlanShards(specs, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := plans[0].Layout
+		path := filepath.Join(dir, plans[0].FileName)
+		w, err := Create(path, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type piece struct {
+			name string
+			off  int64
+			data []byte
+		}
+		var pieces []piece
+		want := map[string][]byte{}
+		for _, tn := range l.Tensors {
+			data := make([]byte, tn.ByteSize())
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			want[tn.Name] = data
+			for off := int64(0); off < int64(len(data)); {
+				n := min(int64(1+rng.IntN(300)), int64(len(data))-off)
+				pieces = append(pieces, piece{tn.Name, off, data[off : off+n]})
+				off += n
+			}
+		}
+		rng.Shuffle(len(pieces), func(i, j int) { pieces[i], pieces[j] = pieces[j], pieces[i] })
+		for _, p := range pieces {
+			if err := w.WriteTensorAt(p.name, p.off, p.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, data := range want {
+			if got, ok := w.TensorCRC32C(name); !ok || got != crcOf(data) {
+				t.Fatalf("trial %d: tensor %s checksum %08x (%v), want %08x", trial, name, got, ok, crcOf(data))
+			}
+		}
+		if _, ok := w.TensorCRC32C("missing"); ok {
+			t.Fatal("checksum of a tensor not in the layout")
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, sum, err := fsutil.CRCFile(context.Background(), path); err != nil || sum != w.CRC32C() {
+			t.Fatalf("trial %d: writer's file checksum %08x, file read back %08x (%v)", trial, w.CRC32C(), sum, err)
+		}
+	}
+	// a tensor written in part has no checksum yet
+	plans, _ := PlanShards(specs, 1<<20, nil)
+	w, err := Create(filepath.Join(t.TempDir(), plans[0].FileName), plans[0].Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	w.WriteTensorAt("b", 0, make([]byte, 10))
+	if _, ok := w.TensorCRC32C("b"); ok {
+		t.Fatal("checksum of a tensor written in part")
 	}
 }

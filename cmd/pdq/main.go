@@ -44,6 +44,7 @@ var commands []func() *cobra.Command
 type globalOptions struct {
 	verbose    bool
 	cpuProfile string
+	memProfile string
 }
 
 // stopProfile ends the CPU profile started by --cpuprofile, if any.
@@ -78,14 +79,16 @@ and writes a per-tensor error report computed from the bytes actually written.`,
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(logWriter{cmd.ErrOrStderr()}, &slog.HandlerOptions{Level: level})))
-			if globals.cpuProfile != "" {
-				startProfile(globals.cpuProfile)
+			if globals.cpuProfile != "" || globals.memProfile != "" {
+				startProfile(globals.cpuProfile, globals.memProfile)
 			}
 		},
 	}
 	root.PersistentFlags().BoolVarP(&globals.verbose, "verbose", "v", false, "log progress details to stderr")
 	root.PersistentFlags().StringVar(&globals.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the command to this file (for go tool pprof)")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentFlags().StringVar(&globals.memProfile, "memprofile", "", "write a Go allocation profile of the command to this file at exit (for go tool pprof -sample_index=alloc_space)")
+	_ = root.PersistentFlags().MarkHidden("memprofile")
 	root.SetFlagErrorFunc(flagError)
 	for _, mk := range commands {
 		root.AddCommand(mk())
@@ -134,20 +137,43 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 }
 
 // startProfile starts a CPU profile into path; a failure to start it is logged, not fatal.
-func startProfile(path string) {
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		slog.Warn("cpu profile not written", "path", path, "err", err)
-		return
+func startProfile(cpuPath, memPath string) {
+	stopCPU := func() {}
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			slog.Warn("cpu profile not written", "path", cpuPath, "err", err)
+		} else {
+			stopCPU = func() {
+				pprof.StopCPUProfile()
+				if err := f.Close(); err != nil {
+					slog.Warn("cpu profile incomplete", "path", cpuPath, "err", err)
+				}
+			}
+		}
 	}
 	stopProfile = func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			slog.Warn("cpu profile incomplete", "path", path, "err", err)
+		stopCPU()
+		if memPath != "" {
+			writeHeapProfile(memPath)
 		}
+	}
+}
+
+// writeHeapProfile writes the allocation profile (every allocation since the start) to path.
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		slog.Warn("allocation profile not written", "path", path, "err", err)
 	}
 }
 

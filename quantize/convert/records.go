@@ -1,9 +1,6 @@
 package convert
 
 import (
-	"context"
-	"path/filepath"
-
 	"pdq/quantize"
 )
 
@@ -60,10 +57,11 @@ func (r *runner) journalTensor(set *shardSet, name string, crc *uint32) error {
 func (r *runner) closeReady() error {
 	for _, set := range r.sets() {
 		for _, i := range set.ready() {
-			if _, err := set.close(i); err != nil {
+			crc, err := set.close(i)
+			if err != nil {
 				return err
 			}
-			if err := r.journalShard(set, i); err != nil {
+			if err := r.journalShard(set, i, crc); err != nil {
 				return err
 			}
 		}
@@ -71,13 +69,11 @@ func (r *runner) closeReady() error {
 	return nil
 }
 
-// journalShard hashes a finished shard and records it with the report rows of its tensors.
-func (r *runner) journalShard(set *shardSet, i int) error {
+// journalShard records finished shard i, whose file has CRC-32C crc (its writer's, taken as the
+// bytes were written), with the report rows of its tensors.
+func (r *runner) journalShard(set *shardSet, i int, crc uint32) error {
 	key := set.key(i)
-	size, crc, err := crcFile(context.Background(), filepath.Join(set.dir, set.out.Shards[i].FileName))
-	if err != nil {
-		return err
-	}
+	size := set.out.Shards[i].Layout.FileSize
 	fs := &finishedShard{Size: size, CRC32C: &crc}
 	r.jmu.Lock()
 	defer r.jmu.Unlock()

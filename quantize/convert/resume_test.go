@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"pdq/internal/fsutil"
 	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/safetensors"
@@ -223,7 +224,7 @@ func TestResumeAfterKill(t *testing.T) {
 			}
 			left, journaled := countShards(t, out), journaledShards(t, out)
 			if killed {
-				t.Logf("killed after %d slabs / %v; left %d finished shard files", tc.slabs, tc.delay, left)
+				t.Logf("killed after %d slabs / %v; left %d finished shard files, %d journaled", tc.slabs, tc.delay, left, journaled)
 				checkUnfinished(t, out)
 			} else {
 				t.Logf("the child finished within %v", tc.delay)
@@ -266,9 +267,23 @@ func journaledShards(t *testing.T, out string) int {
 	}
 	n := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, `"sha256":`) && !strings.Contains(line, `"tensor":`) {
-			n++
+		var e struct {
+			Key    string  `json:"key"`
+			Tensor string  `json:"tensor"`
+			Size   int64   `json:"size"`
+			CRC32C *uint32 `json:"crc32c"`
 		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Key == "" || e.Tensor != "" {
+			continue // the plan line, a tensor's line, or a line torn by the kill
+		}
+		// The checksum the writer took as the bytes passed must be the file's.
+		size, sum, err := fsutil.CRCFile(context.Background(), filepath.Join(out, filepath.FromSlash(e.Key)))
+		if e.CRC32C == nil {
+			t.Errorf("journaled shard %s has no crc32c", e.Key)
+		} else if err != nil || size != e.Size || sum != *e.CRC32C {
+			t.Errorf("journaled shard %s: size %d crc32c %08x, file has %d %08x (%v)", e.Key, e.Size, *e.CRC32C, size, sum, err)
+		}
+		n++
 	}
 	return n
 }

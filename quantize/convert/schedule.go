@@ -142,12 +142,12 @@ func (r *runner) slabDone(s *slab) error {
 			continue
 		}
 		for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
-			i, crc, err := set.complete(spec.Name)
+			i, shardCRC, crc, err := set.complete(spec.Name)
 			if err != nil {
 				return err
 			}
 			if i >= 0 {
-				if err := r.journalShard(set, i); err != nil {
+				if err := r.journalShard(set, i, shardCRC); err != nil {
 					return err
 				}
 			}

@@ -47,12 +47,12 @@ func newShardSet(out *Output, dir string, j *journal, own map[string]bool) *shar
 // resume keeps the journaled tensors of unfinished shard i that check out, with its writer.
 func (s *shardSet) resume(i int, j *journal) {
 	key := s.key(i)
-	var kept []string
+	kept := map[string]uint32{}
 	for _, spec := range s.out.Shards[i].Specs {
 		tk := tensorKey{key, spec.Name}
 		if fs := j.Tensors[tk]; fs != nil {
 			if crc, err := s.tensorCRC(i, spec.Name); err == nil && fs.CRC32C != nil && crc == *fs.CRC32C {
-				kept = append(kept, spec.Name)
+				kept[spec.Name] = crc
 				continue
 			}
 			delete(j.Tensors, tk)
@@ -64,19 +64,20 @@ func (s *shardSet) resume(i int, j *journal) {
 	w, err := safetensors.Resume(filepath.Join(s.dir, s.out.Shards[i].FileName), s.out.Shards[i].Layout, kept)
 	if err != nil {
 		slog.Warn("unfinished shard cannot be resumed; redoing it", "shard", key, "err", err)
-		for _, name := range kept {
+		for name := range kept {
 			delete(j.Tensors, tensorKey{key, name})
 		}
 		return
 	}
 	s.writers[i] = w
 	s.remaining[i] -= len(kept)
-	for _, name := range kept {
+	for name := range kept {
 		s.kept[name] = true
 	}
 }
 
-// tensorCRC is the CRC-32C of tensor name's bytes in the temporary file of shard i.
+// tensorCRC is the CRC-32C of tensor name's bytes in the temporary file of shard i (read back:
+// a resumed run checks the tensors an interrupted one journaled).
 func (s *shardSet) tensorCRC(i int, name string) (uint32, error) {
 	l := s.out.Shards[i].Layout
 	f, err := os.Open(fsutil.PartialName(filepath.Join(s.dir, s.out.Shards[i].FileName)))
@@ -135,33 +136,39 @@ func (s *shardSet) write(name string, off int64, data []byte) error {
 }
 
 // complete marks tensor name fully written. It returns the index of a shard that this completes
-// (its writer is closed) or -1; for a tensor written by this run into a shard still open, the
-// CRC-32C of its bytes in the shard's temporary file (it then deserves a journal line of its own).
-// The checksum is taken under the set's lock, so the shard cannot be closed (its temporary file
-// renamed) meanwhile.
-func (s *shardSet) complete(name string) (closed int, crc *uint32, err error) {
+// (its writer closed) with the CRC-32C of the shard's file, or -1; for a tensor written by this
+// run into a shard still open, the CRC-32C of its bytes (it then deserves a journal line of its
+// own). Both checksums are the writer's, taken from the bytes as they were written.
+func (s *shardSet) complete(name string) (closed int, shardCRC uint32, tensorCRC *uint32, err error) {
 	i := s.out.Where[name]
 	s.mu.Lock()
 	if s.done[i] || s.kept[name] {
 		s.mu.Unlock()
-		return -1, nil, nil
+		return -1, 0, nil, nil
 	}
 	s.remaining[i]--
 	if s.remaining[i] > 0 {
-		defer s.mu.Unlock()
-		sum, err := s.tensorCRC(i, name)
-		if err != nil {
-			return -1, nil, err
+		w := s.writers[i]
+		s.mu.Unlock()
+		var sum uint32 // a tensor without bytes: no writer needed, checksum 0
+		if w != nil {
+			var ok bool
+			if sum, ok = w.TensorCRC32C(name); !ok {
+				return -1, 0, nil, fmt.Errorf("convert: internal: tensor %q of %s complete but not fully written", name, s.key(i))
+			}
 		}
-		return -1, &sum, nil
+		return -1, 0, &sum, nil
 	}
 	s.mu.Unlock()
-	closed, err = s.close(i)
-	return closed, nil, err
+	shardCRC, err = s.close(i)
+	if err != nil {
+		return -1, 0, nil, err
+	}
+	return i, shardCRC, nil, nil
 }
 
-// close finishes shard i, whose tensors are all written.
-func (s *shardSet) close(i int) (int, error) {
+// close finishes shard i, whose tensors are all written, and returns its file's CRC-32C.
+func (s *shardSet) close(i int) (uint32, error) {
 	s.mu.Lock()
 	w := s.writers[i]
 	s.writers[i] = nil
@@ -170,13 +177,13 @@ func (s *shardSet) close(i int) (int, error) {
 	if w == nil { // a shard whose tensors are all empty
 		var err error
 		if w, err = safetensors.Create(filepath.Join(s.dir, s.out.Shards[i].FileName), s.out.Shards[i].Layout); err != nil {
-			return -1, err
+			return 0, err
 		}
 	}
 	if err := w.Close(); err != nil {
-		return -1, err
+		return 0, err
 	}
-	return i, nil
+	return w.CRC32C(), nil
 }
 
 // ready returns the unfinished shards whose every tensor was kept from an earlier run: the run
