@@ -24,6 +24,8 @@ type Int4Result struct {
 	// SumSq is Σx², SumSqErr Σ(x-x̂)² of the result and RTNSumSqErr what the reference rule
 	// (absmax/7.5) would have given: per-group float32 sums added in row-major order in float64.
 	SumSq, SumSqErr, RTNSumSqErr float64
+
+	stats []kernels.GroupStats // per-group sums, kept for reuse by QuantizeInt4Into
 }
 
 // SQNR returns the signal-to-quantization-noise ratio of the result in dB (+Inf when exact).
@@ -37,41 +39,53 @@ func (r *Int4Result) RTNSQNR() float64 { return sqnr(r.SumSq, r.RTNSumSqErr) }
 // options cannot handle. The output is byte-identical for every Workers value, and quantizing
 // any range of rows on its own gives exactly the corresponding rows of the whole.
 func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Options) (*Int4Result, error) {
+	res := new(Int4Result)
+	if err := QuantizeInt4Into(ctx, res, w, rows, cols, opt); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// QuantizeInt4Into is QuantizeInt4 writing its result into dst, whose slices' storage it reuses
+// when large enough: a caller quantizing slab after slab allocates nothing after the first.
+// On error dst's contents are unspecified.
+func QuantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options) error {
 	be := opt.backend()
-	return quantizeInt4Rows(ctx, w, rows, cols, opt, nil, be, slabStep(be, chunkElems/max(cols, 1), rows),
+	return quantizeInt4Rows(ctx, dst, w, rows, cols, opt, nil, be, slabStep(be, chunkElems/max(cols, 1), rows),
 		func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error {
 			return be.QuantizeInt4(out, src, n, cols, p)
 		})
 }
 
 // quantizeInt4Rows is the frame of the INT4 quantizers: it checks options and shapes (then
-// check, when given), allocates the result, runs quant on chunks of step rows over the workers
-// and adds up the group statistics.
-func quantizeInt4Rows(ctx context.Context, w []float32, rows, cols int, opt Int4Options, check func() error,
-	be kernels.Backend, step int, quant func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error) (*Int4Result, error) {
+// check, when given), sizes the result res (reusing its storage), runs quant on chunks of step
+// rows over the workers and adds up the group statistics.
+func quantizeInt4Rows(ctx context.Context, res *Int4Result, w []float32, rows, cols int, opt Int4Options, check func() error,
+	be kernels.Backend, step int, quant func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error) error {
 	if err := opt.Validate(cols); err != nil {
-		return nil, err
+		return err
 	}
 	if rows < 0 || len(w) != rows*cols {
-		return nil, badShape("INT4 source has %d elements, want %d×%d", len(w), rows, cols)
+		return badShape("INT4 source has %d elements, want %d×%d", len(w), rows, cols)
 	}
 	if check != nil {
 		if err := check(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	p, err := opt.params(cols)
 	if err != nil {
-		return nil, fmt.Errorf("quantize: %w: %w", ErrInvalidOptions, err)
+		return fmt.Errorf("quantize: %w: %w", ErrInvalidOptions, err)
 	}
 	g := p.GroupSize
 	ng := cols / g
-	res := &Int4Result{
+	*res = Int4Result{
 		Rows: rows, Cols: cols, GroupSize: g,
-		Packed: make([]byte, rows*cols/2),
-		Scales: make([]byte, 2*rows*ng),
+		Packed: resize(res.Packed, rows*cols/2),
+		Scales: resize(res.Scales, 2*rows*ng),
+		stats:  resize(res.stats, rows*ng),
 	}
-	stats := make([]kernels.GroupStats, rows*ng)
+	stats := res.stats
 	err = forChunks(ctx, rows, step, opt.Workers, func(r0, r1 int) error {
 		out := kernels.Int4Out{
 			Packed: res.Packed[r0*cols/2 : r1*cols/2],
@@ -81,7 +95,7 @@ func quantizeInt4Rows(ctx context.Context, w []float32, rows, cols int, opt Int4
 		return kernelErr(be, quant(out, w[r0*cols:r1*cols], r1-r0, &p), r0, cols)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, st := range stats {
 		res.SumSq += float64(st.SumSq)
@@ -89,7 +103,16 @@ func quantizeInt4Rows(ctx context.Context, w []float32, rows, cols int, opt Int4
 		res.RTNSumSqErr += float64(st.RTNErr)
 		res.Clipped += int64(st.Clipped)
 	}
-	return res, nil
+	return nil
+}
+
+// resize returns b with length n, reusing its storage when large enough. Every kernel writes
+// each element of its outputs, so reused storage needs no clearing.
+func resize[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
 
 // kernelErr turns a backend error for a slab starting at row r0 into a quantize error.

@@ -27,10 +27,15 @@ func QuantizeInt4Weighted(ctx context.Context, w []float32, rows, cols int, opt 
 		return nil
 	}
 	be := kernels.CPU{}
-	return quantizeInt4Rows(ctx, w, rows, cols, opt, checkWeights, be, chunkElems/max(cols, 1),
+	res := new(Int4Result)
+	err := quantizeInt4Rows(ctx, res, w, rows, cols, opt, checkWeights, be, chunkElems/max(cols, 1),
 		func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error {
 			return be.QuantizeInt4Weighted(out, src, n, cols, p, d)
 		})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // WeightedSums returns Σ d_j·ref², Σ d_j·(got−ref)² over a row-major slab of len(d) columns, in

@@ -3,6 +3,7 @@ package quantize
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"pdq/kernels"
 	"pdq/safetensors"
@@ -82,11 +83,20 @@ func metricsOf(s kernels.ErrSums) Metrics {
 	}
 }
 
+// scalePool holds the decoded scales AddInt4 needs for a slab, reused across calls.
+var scalePool sync.Pool
+
 // AddInt4 is Add(ref, got, baseIndex) for got the dequantization of q (DequantizeInt4 of its
 // packed levels and BF16 scales), computed in one pass without materialising got. ref holds
 // q.Rows×q.Cols values.
 func (m *Metrics) AddInt4(ref []float32, q *Int4Result, baseIndex int64) error {
-	scales := make([]float32, len(q.Scales)/2)
+	buf, _ := scalePool.Get().(*[]float32)
+	if buf == nil {
+		buf = new([]float32)
+	}
+	defer scalePool.Put(buf)
+	*buf = resize(*buf, len(q.Scales)/2)
+	scales := *buf
 	safetensors.DecodeBF16(scales, q.Scales)
 	s, err := kernels.CPU{}.ErrorSumsInt4(ref, q.Packed, scales, q.Rows, q.Cols, q.GroupSize, baseIndex)
 	if err != nil {

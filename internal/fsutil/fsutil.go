@@ -33,6 +33,12 @@ func WriteAtomic(path string, fill func(io.Writer) error) error {
 // WriteAtomicPerm is WriteAtomic creating the file with permission bits perm (exactly: the
 // umask can only narrow them).
 func WriteAtomicPerm(path string, perm os.FileMode, fill func(io.Writer) error) error {
+	return writeAtomicFile(path, perm, func(f *os.File) error { return fill(f) })
+}
+
+// writeAtomicFile is the frame of the atomic writers: fill writes the fresh temporary file f,
+// which is then synced, closed, renamed to path, and the directory synced.
+func writeAtomicFile(path string, perm os.FileMode, fill func(f *os.File) error) error {
 	tmp := PartialName(path)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("write %s: %w", path, err)

@@ -48,7 +48,7 @@ func (r *runner) copySource(ctx context.Context) error {
 // copyHashed makes dst a copy of src under a temporary name, taking the CRC-32C of the bytes as
 // they pass, and renames it when complete; with link set it tries a hard link first (same
 // filesystem), then checksums the linked file. The copy stops at the next 8 MiB chunk when ctx
-// is cancelled.
+// is cancelled; it writes around the page cache where the file system allows (fsutil.CopyAtomic).
 func copyHashed(ctx context.Context, src, dst string, link bool) (int64, uint32, error) {
 	if link {
 		tmp := fsutil.PartialName(dst)
@@ -72,31 +72,9 @@ func copyHashed(ctx context.Context, src, dst string, link bool) (int64, uint32,
 	}
 	defer in.Close()
 	h := fsutil.CRC32C()
-	var n int64
-	err = writeAtomic(dst, func(w io.Writer) error {
-		buf := make([]byte, 8<<20)
-		for {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			k, rerr := io.ReadFull(in, buf)
-			if k > 0 {
-				h.Write(buf[:k])
-				if _, err := w.Write(buf[:k]); err != nil {
-					return err
-				}
-				n += int64(k)
-			}
-			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-				return nil
-			}
-			if rerr != nil {
-				return rerr
-			}
-		}
-	})
+	n, err := fsutil.CopyAtomic(ctx, dst, 0o644, in, h)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, convertErr(err)
 	}
 	return n, h.Sum32(), nil
 }

@@ -51,6 +51,8 @@ type journal struct {
 	// Tensors are the finished tensors of unfinished shards: an interrupted run keeps them in
 	// the shard's temporary file, so a resumed one redoes less than a shard.
 	Tensors map[tensorKey]*finishedShard
+
+	f *os.File // the journal file open for appending (thousands of lines per run), or nil
 }
 
 // journalHead is the first line of the journal file.
@@ -135,7 +137,18 @@ func (j *journal) save(dir string) error {
 			return err
 		}
 	}
+	j.close() // the file is replaced: later lines go to the new one
 	return writeFileAtomic(filepath.Join(dir, j.name), buf.Bytes())
+}
+
+// close closes the journal file if appendLine opened it.
+func (j *journal) close() error {
+	if j.f == nil {
+		return nil
+	}
+	err := j.f.Close()
+	j.f = nil
+	return err
 }
 
 // add records a finished shard: in memory, and as one appended, synced line on disk.
@@ -161,16 +174,14 @@ func (j *journal) appendLine(dir, key string, fs *finishedShard, sync bool) erro
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, j.name), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return fmt.Errorf("convert: journal: %w", err)
+	if j.f == nil {
+		if j.f, err = os.OpenFile(filepath.Join(dir, j.name), os.O_WRONLY|os.O_APPEND, 0); err != nil {
+			return fmt.Errorf("convert: journal: %w", err)
+		}
 	}
-	_, err = f.Write(append(b, '\n'))
+	_, err = j.f.Write(append(b, '\n')) // one write per line, appended: a crash tears the last line only
 	if err == nil && sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+		err = j.f.Sync()
 	}
 	if err != nil {
 		return fmt.Errorf("convert: journal: %w", err)

@@ -133,6 +133,7 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := j.save(dir); err != nil {
 		return nil, err
 	}
+	defer j.close()
 	r, err := newRunner(p, dir, ro, j, own)
 	if err != nil {
 		return nil, err

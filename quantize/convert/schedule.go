@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"pdq/kernels"
 )
 
 // convert streams the source through the workers.
@@ -43,9 +45,10 @@ func (r *runner) convert(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk := &worker{r: r, backend: r.ro.Backend}
+			wk := &worker{r: r, backend: r.ro.Backend, null: r.ro.Backend == kernels.Backend(kernels.Null{})}
 			for s := range work {
 				err := wk.process(ctx, s)
+				putRaw(s.raw)
 				s.raw, s.scaleRaw = nil, nil
 				if err == nil {
 					err = r.slabDone(s)
@@ -87,7 +90,7 @@ func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab) err
 		if err := r.budget.acquire(ctx, s.cost); err != nil {
 			return err
 		}
-		s.raw = make([]byte, n)
+		s.raw = getRaw(n)
 		if err := src.ReadTensorAt(m.Weight, s.raw, int64(s.r0)*rowBytes); err != nil {
 			r.budget.release(s.cost)
 			return fmt.Errorf("convert: read %s: %w", m.describe(), err)

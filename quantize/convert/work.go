@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"pdq/calib"
 	"pdq/kernels"
@@ -134,7 +135,10 @@ type worker struct {
 	r       *runner
 	vals    []float32
 	deq     []float32
+	out     []byte              // encoded BF16 values of a slab, reused
+	int4    quantize.Int4Result // the plain quantizer's result, storage reused slab after slab
 	backend kernels.Backend
+	null    bool // kernels.Null: the pipeline alone, no decoding, checks or error sums
 }
 
 // process runs one slab through both outputs.
@@ -148,12 +152,18 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		n := rows * m.Cols
 		wk.vals = grow(wk.vals, n)
 		vals = wk.vals[:n]
+		if wk.null {
+			return wk.emitBoth(ctx, m, s, vals)
+		}
 		if err := decodeSource(wk.backend, vals, m, s); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
 		if err := quantize.CheckFinite(m.Weight.Name, vals); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.Weight.Shard.Name, err)
 		}
+	}
+	if wk.null {
+		return wk.emitBoth(ctx, m, s, vals)
 	}
 	if vals == nil && m.Weight.DType.IsFloat() && len(s.raw) > 0 {
 		// Copied tensors are checked too: a NaN or Inf is never written silently.
@@ -172,6 +182,13 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 			}
 		}
 	}
+	return wk.emitBoth(ctx, m, s, vals)
+}
+
+// emitBoth writes the slab's share of each output this run writes.
+func (wk *worker) emitBoth(ctx context.Context, m *Module, s *slab, vals []float32) error {
+	r := wk.r
+	emits := r.emits[s.mi]
 	res := &r.results[s.mi][s.si]
 	if emits[0] {
 		if err := wk.emit(ctx, r.prefill, KindPrefill, m, s, vals, &res.prefill, nil); err != nil {
@@ -207,7 +224,11 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *M
 		}
 		return wk.writeScaleRows(set, m.Name+suffixScale, m, s)
 	case SchemeBF16:
-		out := make([]byte, 2*len(vals))
+		wk.out = growBytes(wk.out, 2*len(vals))
+		out := wk.out
+		if wk.null {
+			return set.write(m.Name+suffixWeight, base*2, out)
+		}
 		if err := safetensors.EncodeFloat32(out, vals, safetensors.BF16); err != nil {
 			return err
 		}
@@ -234,6 +255,9 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *M
 		sc := ceilDiv(int64(m.Cols), FP8BlockSize)
 		if err := set.write(name, int64(s.r0/FP8BlockSize)*sc*4, sb); err != nil {
 			return err
+		}
+		if wk.null {
+			return nil
 		}
 		return met.AddFP8Block(vals, q, base)
 	case SchemeInt4:
@@ -270,6 +294,9 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 			return err
 		}
 	}
+	if wk.null {
+		return nil
+	}
 	// The error of the bytes written, in one pass over the packed levels: no dequantized copy.
 	if err := met.AddInt4(vals, q, base); err != nil {
 		return err
@@ -296,8 +323,11 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, rows int, opt quantize.Int4Options, res *slabResult) (*quantize.Int4Result, []float32, error) {
 	mc := m.Calib
 	if mc == nil || mc.Method == CalibNone {
-		q, err := quantize.QuantizeInt4(ctx, vals, rows, m.Cols, opt)
-		return q, nil, err
+		// Written and measured before the worker's next slab: the storage is reused.
+		if err := quantize.QuantizeInt4Into(ctx, &wk.int4, vals, rows, m.Cols, opt); err != nil {
+			return nil, nil, err
+		}
+		return &wk.int4, nil, nil
 	}
 	st := wk.r.plan.Options.Calib
 	d, err := st.SqMean(mc.Entry)
@@ -353,4 +383,30 @@ func grow(b []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return b[:n]
+}
+
+func growBytes(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// rawPool keeps slab read buffers for reuse: a run reads hundreds of gigabytes through a few
+// dozen buffers instead of allocating (and clearing, and collecting) each one.
+var rawPool sync.Pool
+
+// getRaw returns a buffer of n bytes, reused when the pool has one large enough.
+func getRaw(n int64) []byte {
+	if p, ok := rawPool.Get().(*[]byte); ok && int64(cap(*p)) >= n && int64(cap(*p)) <= 2*n {
+		return (*p)[:n]
+	}
+	return make([]byte, n)
+}
+
+// putRaw returns a buffer no longer referenced to the pool.
+func putRaw(b []byte) {
+	if cap(b) > 0 {
+		rawPool.Put(&b)
+	}
 }
