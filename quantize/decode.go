@@ -22,6 +22,10 @@ func DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
 	if len(src)*8 != len(dst)*dt.Bits() {
 		return badShape("dense %s weight: %d bytes for %d elements", dt, len(src), len(dst))
 	}
+	if dt == safetensors.BF16 {
+		kernels.DecodeBF16(dst, src) // the common case, in vectors
+		return nil
+	}
 	return safetensors.DecodeFloat32(dst, src, dt)
 }
 

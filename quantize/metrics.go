@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"pdq/kernels"
-	"pdq/safetensors"
 )
 
 // Metrics accumulates the error of a dequantized tensor against its source, in float64.
@@ -97,7 +96,7 @@ func (m *Metrics) AddInt4(ref []float32, q *Int4Result, baseIndex int64) error {
 	defer scalePool.Put(buf)
 	*buf = resize(*buf, len(q.Scales)/2)
 	scales := *buf
-	safetensors.DecodeBF16(scales, q.Scales)
+	kernels.DecodeBF16(scales, q.Scales)
 	s, err := kernels.CPU{}.ErrorSumsInt4(ref, q.Packed, scales, q.Rows, q.Cols, q.GroupSize, baseIndex)
 	if err != nil {
 		return fmt.Errorf("quantize: INT4 error sums: %w: %w", ErrBadShape, err)

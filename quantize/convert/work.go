@@ -169,7 +169,9 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		// Copied tensors are checked too: a NaN or Inf is never written silently.
 		n := len(s.raw) * 8 / m.Weight.DType.Bits()
 		wk.vals = grow(wk.vals, n)
-		if err := safetensors.DecodeFloat32(wk.vals[:n], s.raw, m.Weight.DType); err != nil {
+		if m.Weight.DType == safetensors.BF16 {
+			kernels.DecodeBF16(wk.vals[:n], s.raw)
+		} else if err := safetensors.DecodeFloat32(wk.vals[:n], s.raw, m.Weight.DType); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
 		if err := quantize.CheckFinite(m.Weight.Name, wk.vals[:n]); err != nil {
@@ -229,14 +231,12 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *M
 		if wk.null {
 			return set.write(m.Name+suffixWeight, base*2, out)
 		}
-		if err := safetensors.EncodeFloat32(out, vals, safetensors.BF16); err != nil {
-			return err
-		}
+		kernels.EncodeBF16(out, vals)
 		if err := set.write(m.Name+suffixWeight, base*2, out); err != nil {
 			return err
 		}
 		wk.deq = grow(wk.deq, len(vals))
-		safetensors.DecodeBF16(wk.deq[:len(vals)], out)
+		kernels.DecodeBF16(wk.deq[:len(vals)], out)
 		met.Add(vals, wk.deq[:len(vals)], base)
 		return nil
 	case SchemeFP8Block:

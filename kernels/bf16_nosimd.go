@@ -1,0 +1,7 @@
+//go:build !(goexperiment.simd && amd64)
+
+package kernels
+
+func decodeBF16SIMD([]float32, []byte) int { return 0 }
+
+func encodeBF16SIMD([]byte, []float32) int { return 0 }
