@@ -96,22 +96,11 @@ func (CPU) ErrorSums(ref, got []float32, base int64) ErrSums {
 // ErrorSumsInt4 returns ErrorSums(ref, got, base) for got the dequantization of packed INT4
 // levels with float32 group scales (as DequantizeInt4 writes it), without materialising got.
 func (CPU) ErrorSumsInt4(ref []float32, packed []byte, scales []float32, rows, cols, groupSize int, base int64) (ErrSums, error) {
-	g := groupSize
-	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
-		return ErrSums{}, shapeErr("INT4 row", cols, g)
+	var e ErrAccumulator
+	if err := e.AddInt4(ref, packed, scales, rows, cols, groupSize); err != nil {
+		return ErrSums{}, err
 	}
-	n := rows * cols
-	switch {
-	case len(ref) != n:
-		return ErrSums{}, shapeErr("reference", len(ref), n)
-	case len(packed) != n/2:
-		return ErrSums{}, shapeErr("packed bytes", len(packed), n/2)
-	case len(scales) != n/g:
-		return ErrSums{}, shapeErr("scales", len(scales), n/g)
-	}
-	a := newErrAcc()
-	callErrLanesInt4(&a, ref, packed, scales, g)
-	return a.result(base), nil
+	return e.Result(base), nil
 }
 
 // ErrorSumsFP8Block returns ErrorSums(ref, got, base) for got the FP8 block dequantization of
@@ -123,6 +112,45 @@ func (CPU) ErrorSumsFP8Block(ref []float32, codes []byte, scale []float32, rows,
 	a := newErrAcc()
 	callErrLanesFP8(&a, ref, codes, scale, rows, cols, bh, bw)
 	return a.result(base), nil
+}
+
+// ErrAccumulator adds the error sums of consecutive pieces of one slice, piece after piece, in
+// the order ErrorSums uses: the result equals that of ErrorSumsInt4 over their concatenation, bit
+// for bit. A caller quantizing a slab chunk by chunk measures each chunk while it is in cache.
+type ErrAccumulator struct {
+	a   errAcc
+	set bool
+}
+
+// AddInt4 adds the error sums of ref (rows×cols) against the dequantization of packed INT4
+// levels with float32 group scales, as ErrorSumsInt4 takes them.
+func (e *ErrAccumulator) AddInt4(ref []float32, packed []byte, scales []float32, rows, cols, groupSize int) error {
+	g := groupSize
+	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
+		return shapeErr("INT4 row", cols, g)
+	}
+	n := rows * cols
+	switch {
+	case len(ref) != n:
+		return shapeErr("reference", len(ref), n)
+	case len(packed) != n/2:
+		return shapeErr("packed bytes", len(packed), n/2)
+	case len(scales) != n/g:
+		return shapeErr("scales", len(scales), n/g)
+	}
+	if !e.set {
+		e.a, e.set = newErrAcc(), true
+	}
+	callErrLanesInt4(&e.a, ref, packed, scales, g)
+	return nil
+}
+
+// Result returns the sums of everything added, indices relative to base.
+func (e *ErrAccumulator) Result(base int64) ErrSums {
+	if !e.set {
+		e.a, e.set = newErrAcc(), true
+	}
+	return e.a.result(base)
 }
 
 // errLanesFP8 is ErrorSumsFP8Block's loop with the loop set's decode and error sums, 512

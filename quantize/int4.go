@@ -50,10 +50,44 @@ func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Opti
 // when large enough: a caller quantizing slab after slab allocates nothing after the first.
 // On error dst's contents are unspecified.
 func QuantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options) error {
+	return quantizeInt4Into(ctx, dst, w, rows, cols, opt, nil)
+}
+
+// QuantizeInt4Measured is QuantizeInt4Into that also adds the error of the result to m, as
+// m.AddInt4(w, dst, baseIndex) would, with the same bits. With one worker on the CPU it measures
+// each chunk right after quantizing it, while the chunk's values are still in cache, instead of
+// reading the whole slab again.
+func QuantizeInt4Measured(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options, m *Metrics, baseIndex int64) error {
+	if _, cpu := opt.backend().(kernels.CPU); !cpu || opt.Workers != 1 {
+		if err := quantizeInt4Into(ctx, dst, w, rows, cols, opt, nil); err != nil {
+			return err
+		}
+		return m.AddInt4(w, dst, baseIndex)
+	}
+	var acc kernels.ErrAccumulator
+	if err := quantizeInt4Into(ctx, dst, w, rows, cols, opt, &acc); err != nil {
+		return err
+	}
+	m.Merge(metricsOf(acc.Result(baseIndex)))
+	return nil
+}
+
+// quantizeInt4Into runs the backend's quantizer chunk by chunk; with acc set (one worker: the
+// chunks come in order) it adds each chunk's error sums to acc as soon as the chunk is done.
+func quantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options, acc *kernels.ErrAccumulator) error {
 	be := opt.backend()
+	var scales []float32
 	return quantizeInt4Rows(ctx, dst, w, rows, cols, opt, nil, be, slabStep(be, chunkElems/max(cols, 1), rows),
 		func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error {
-			return be.QuantizeInt4(out, src, n, cols, p)
+			if err := be.QuantizeInt4(out, src, n, cols, p); err != nil || acc == nil {
+				return err
+			}
+			scales = resize(scales, len(out.Scales)/2)
+			kernels.DecodeBF16(scales, out.Scales)
+			if err := acc.AddInt4(src, out.Packed, scales, n, cols, p.GroupSize); err != nil {
+				return fmt.Errorf("quantize: INT4 error sums: %w: %w", ErrBadShape, err)
+			}
+			return nil
 		})
 }
 

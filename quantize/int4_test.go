@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -363,6 +364,62 @@ func TestDequantizeInt4Errors(t *testing.T) {
 	for i := range got {
 		if got[i] != want[i] {
 			t.Fatalf("F32 scales: element %d %v != %v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestQuantizeInt4Measured: measuring chunk by chunk while quantizing gives the bytes of
+// QuantizeInt4 and the metrics of AddInt4 over the whole slab, bit for bit, for every method,
+// group size and worker count (more than one worker takes the separate pass), and reusing the
+// result's storage changes nothing.
+func TestQuantizeInt4Measured(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	var dst Int4Result
+	for _, tc := range []struct {
+		rows, cols int
+		opt        Int4Options
+	}{
+		{300, 1024, Int4Options{GroupSize: 32, Method: MethodRTN}},
+		{300, 1024, Int4Options{GroupSize: 32, Method: MethodMSE}},
+		{97, 768, Int4Options{GroupSize: 128, Method: MethodMSE}},
+		{64, 512, Int4Options{GroupSize: 64, Method: MethodMSE, SignedScales: true}},
+		{5, 4096, Int4Options{GroupSize: 0, Method: MethodRTN}},
+		{1, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
+		{0, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
+	} {
+		w := make([]float32, tc.rows*tc.cols)
+		for i := range w {
+			w[i] = float32(r.NormFloat64()) * 0.02
+			if r.IntN(300) == 0 {
+				w[i] *= 10
+			}
+			if r.IntN(500) == 0 {
+				w[i] = 0
+			}
+		}
+		for _, workers := range []int{1, 2} {
+			o := tc.opt
+			o.Workers = workers
+			want, err := QuantizeInt4(context.Background(), w, tc.rows, tc.cols, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantM Metrics
+			if err := wantM.AddInt4(w, want, 1000); err != nil {
+				t.Fatal(err)
+			}
+			var gotM Metrics
+			if err := QuantizeInt4Measured(context.Background(), &dst, w, tc.rows, tc.cols, o, &gotM, 1000); err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%dx%d %+v", tc.rows, tc.cols, o)
+			if !bytes.Equal(dst.Packed, want.Packed) || !bytes.Equal(dst.Scales, want.Scales) ||
+				dst.SumSq != want.SumSq || dst.SumSqErr != want.SumSqErr || dst.RTNSumSqErr != want.RTNSumSqErr || dst.Clipped != want.Clipped {
+				t.Fatalf("%s: result differs from QuantizeInt4", name)
+			}
+			if gotM != wantM {
+				t.Fatalf("%s: metrics %+v, want %+v", name, gotM, wantM)
+			}
 		}
 	}
 }

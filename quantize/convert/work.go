@@ -276,7 +276,7 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 		qg = 0 // the quantizer's per-channel value; it takes no other group widths
 	}
 	opt := quantize.Int4Options{GroupSize: qg, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
-	q, d, err := wk.quantizeInt4(ctx, m, vals, rows, opt, res)
+	q, d, measured, err := wk.quantizeInt4(ctx, m, vals, rows, opt, res, met, base)
 	if err != nil {
 		return fmt.Errorf("convert: %s: %w", m.describe(), err)
 	}
@@ -297,9 +297,12 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	if wk.null {
 		return nil
 	}
-	// The error of the bytes written, in one pass over the packed levels: no dequantized copy.
-	if err := met.AddInt4(vals, q, base); err != nil {
-		return err
+	// The error of the bytes written, from the packed levels: no dequantized copy (the plain
+	// quantizer measured each chunk as it went).
+	if !measured {
+		if err := met.AddInt4(vals, q, base); err != nil {
+			return err
+		}
 	}
 	met.Clipped += q.Clipped
 	if d != nil {
@@ -318,21 +321,26 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 
 // quantizeInt4 quantizes one slab of an INT4 module: plain search, or with the module's
 // calibration statistics the weighted search or GPTQ. It returns the column weights d used
-// (nil without statistics). A Hessian that cannot be factorized even with more dampening makes
-// the module fall back to the weighted search, noted in the report.
-func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, rows int, opt quantize.Int4Options, res *slabResult) (*quantize.Int4Result, []float32, error) {
+// (nil without statistics), and whether it already added the result's error to met (the plain
+// search measures each chunk while it is in cache). A Hessian that cannot be factorized even
+// with more dampening makes the module fall back to the weighted search, noted in the report.
+func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, rows int, opt quantize.Int4Options, res *slabResult,
+	met *quantize.Metrics, base int64) (*quantize.Int4Result, []float32, bool, error) {
 	mc := m.Calib
 	if mc == nil || mc.Method == CalibNone {
 		// Written and measured before the worker's next slab: the storage is reused.
-		if err := quantize.QuantizeInt4Into(ctx, &wk.int4, vals, rows, m.Cols, opt); err != nil {
-			return nil, nil, err
+		if wk.null {
+			return &wk.int4, nil, true, quantize.QuantizeInt4Into(ctx, &wk.int4, vals, rows, m.Cols, opt)
 		}
-		return &wk.int4, nil, nil
+		if err := quantize.QuantizeInt4Measured(ctx, &wk.int4, vals, rows, m.Cols, opt, met, base); err != nil {
+			return nil, nil, false, err
+		}
+		return &wk.int4, nil, true, nil
 	}
 	st := wk.r.plan.Options.Calib
 	d, err := st.SqMean(mc.Entry)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	res.method = mc.Method
 	if mc.Method == CalibGPTQ {
@@ -343,15 +351,15 @@ func (wk *worker) quantizeInt4(ctx context.Context, m *Module, vals []float32, r
 			if err == nil && f.Tries > 1 {
 				res.note = fmt.Sprintf("Cholesky failed %d time(s); dampening raised to %g", f.Tries-1, f.Damp)
 			}
-			return q, d, err
+			return q, d, false, err
 		}
 		if !errors.Is(err, calib.ErrIllConditioned) && !errors.Is(err, calib.ErrNoSignal) {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		res.method, res.note = CalibWeighted, "gptq failed, weighted search used: "+err.Error()
 	}
 	q, err := quantize.QuantizeInt4Weighted(ctx, vals, rows, m.Cols, opt, d)
-	return q, d, err
+	return q, d, false, err
 }
 
 // factor returns the GPTQ factor of a module's statistics entry, computed once for all the
