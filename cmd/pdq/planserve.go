@@ -34,7 +34,7 @@ func (f *serveFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.gpus, "gpus", 8, "serving plan: GPUs of each pool (prefill, decode); a multiple of --tp")
 	fl.Var(bytesValue{&f.gpuMemory}, "gpu-memory", "serving plan: memory of one GPU, e.g. 141GiB; turns the serving plan on")
-	fl.IntVar(&f.tp, "tp", 0, "serving plan: tensor-parallel size of one server (default --gpus)")
+	fl.IntVar(&f.tp, "tp", 0, "serving plan: GPUs of one server, its tensor-parallel size for the experts (default --gpus; with vLLM and --dp: --tensor-parallel-size x --data-parallel-size)")
 	fl.IntVar(&f.ep, "ep", 1, "serving plan: expert-parallel size inside the TP group (1: experts split by TP; vLLM takes 1 or TP)")
 	fl.IntVar(&f.dp, "dp", 1, "serving plan: DP attention, attention data-parallel size inside one server (SGLang --enable-dp-attention --dp-size N; vLLM --data-parallel-size N with --tensor-parallel-size TP/N): each of the N ranks keeps its own requests' KV cache, attention weights are split TP/N ways (whole with --dp = --tp), the experts still across all --tp GPUs; must divide --tp; 1: off")
 	fl.BoolVar(&f.dpLMHead, "dp-lm-head", false, "serving plan, with --dp and SGLang: lm_head split across the attention-TP group, not all TP GPUs (SGLang --enable-dp-lm-head)")
