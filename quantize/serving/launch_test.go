@@ -169,7 +169,8 @@ func TestLaunchCommands(t *testing.T) {
 }
 
 // TestDocsShowGeneratedCommands: the launch commands docs/SERVING.md shows are what the generator
-// writes for those plans (GLM-5 on 8 x 141 GiB, SGLang TP8 and vLLM TP8 EP8, BF16 KV cache).
+// writes for those plans (GLM-5 on 8 x 141 GiB, SGLang TP8, vLLM TP8 EP8 and SGLang TP8 DP8, BF16
+// KV cache).
 func TestDocsShowGeneratedCommands(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "SERVING.md"))
 	if err != nil {
@@ -181,6 +182,9 @@ func TestDocsShowGeneratedCommands(t *testing.T) {
 			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RolePrefill, true), DecodeFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RoleDecode, true)},
 		{Engine: VLLM, Parallel: Parallel{TP: 8, EP: 8}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
 			PrefillFraction: 0.9, DecodeFraction: 0.9},
+		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1, DP: 8}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
+			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1, DP: 8}, RolePrefill, true),
+			DecodeFraction:  DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1, DP: 8}, RoleDecode, true)},
 	} {
 		cmds, err := d.Commands()
 		if err != nil {

@@ -3,7 +3,10 @@ package serving
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"pdq/internal/synth"
@@ -16,11 +19,54 @@ import (
 // that cost no disk) and plans its conversion with INT4 g32 experts.
 func headerOnlyPlan(t *testing.T, config string) (*convert.Plan, synth.Model) {
 	t.Helper()
+	ck, cfg, m := headerOnlyLayout(t, config)
+	return planGroup(t, ck, cfg, 32), m
+}
+
+// layouts caches the header-only layouts across the tests of the package (laying one out takes
+// seconds); TestMain removes them.
+var layouts = struct {
+	sync.Mutex
+	root     string
+	byConfig map[string]*layoutEntry
+}{byConfig: map[string]*layoutEntry{}}
+
+type layoutEntry struct {
+	ck  *safetensors.Checkpoint
+	cfg map[string]any
+	m   synth.Model
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, e := range layouts.byConfig {
+		e.ck.Close()
+	}
+	if layouts.root != "" {
+		os.RemoveAll(layouts.root)
+	}
+	os.Exit(code)
+}
+
+// headerOnlyLayout lays out (once per package run) a full-size header-only FP8 checkpoint of a
+// real config and opens it.
+func headerOnlyLayout(t *testing.T, config string) (*safetensors.Checkpoint, map[string]any, synth.Model) {
+	t.Helper()
+	layouts.Lock()
+	defer layouts.Unlock()
+	if e := layouts.byConfig[config]; e != nil {
+		return e.ck, e.cfg, e.m
+	}
 	m, err := synth.FromConfigFile(filepath.Join("..", "..", "testdata", "configs", config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "ck")
+	if layouts.root == "" {
+		if layouts.root, err = os.MkdirTemp("", "serving-layouts"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(layouts.root, config)
 	if err := synth.Generate(context.Background(), dir, synth.Options{Model: m, FP8: true, HeaderOnly: true, MaxShardBytes: 5e9}); err != nil {
 		t.Fatal(err)
 	}
@@ -28,16 +74,36 @@ func headerOnlyPlan(t *testing.T, config string) (*convert.Plan, synth.Model) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ck.Close() })
 	cfg, err := rules.LoadConfig(dir)
 	if err != nil {
+		ck.Close()
 		t.Fatal(err)
 	}
-	p, err := convert.NewPlan(ck, cfg, convert.Options{GroupSize: 32})
+	layouts.byConfig[config] = &layoutEntry{ck, cfg, m}
+	return ck, cfg, m
+}
+
+// plans caches planGroup's plans by checkpoint directory and group size.
+var plans = struct {
+	sync.Mutex
+	m map[string]*convert.Plan
+}{m: map[string]*convert.Plan{}}
+
+// planGroup plans the conversion of ck with INT4 experts of the given group size.
+func planGroup(t *testing.T, ck *safetensors.Checkpoint, cfg map[string]any, group int) *convert.Plan {
+	t.Helper()
+	plans.Lock()
+	defer plans.Unlock()
+	key := fmt.Sprintf("%s g%d", ck.Dir, group)
+	if p := plans.m[key]; p != nil {
+		return p
+	}
+	p, err := convert.NewPlan(ck, cfg, convert.Options{GroupSize: group})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, m
+	plans.m[key] = p
+	return p
 }
 
 // handLayout is a server layout for the hand computation, in the engines' own terms.
@@ -119,8 +185,6 @@ func TestPerGPUWeightsHeaderOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("lays out two full-size header-only checkpoints")
 	}
-	plans := map[string]*convert.Plan{}
-	models := map[string]synth.Model{}
 	for _, tc := range []struct {
 		config string
 		l      handLayout
@@ -139,10 +203,7 @@ func TestPerGPUWeightsHeaderOnly(t *testing.T) {
 		{"kimi-k2-instruct.json", handLayout{tp: 16, ep: 16, dp: 4, dpLMHead: true}},
 		{"kimi-k2-instruct.json", handLayout{tp: 8, ep: 8, dp: 8, vllm: true}},
 	} {
-		if plans[tc.config] == nil {
-			plans[tc.config], models[tc.config] = headerOnlyPlan(t, tc.config)
-		}
-		p, sm := plans[tc.config], models[tc.config]
+		p, sm := headerOnlyPlan(t, tc.config) // laid out and planned once per config
 		m, err := ModelFromConfig(p.Config)
 		if err != nil {
 			t.Fatal(err)
