@@ -98,9 +98,8 @@ func (d Deployment) Commands() ([]Command, error) {
 	case SGLang:
 		return d.sglang(ph, dh), nil
 	case VLLM:
-		if d.Parallel.EP != 1 && d.Parallel.EP != d.Parallel.TP {
-			return nil, fmt.Errorf("%w: vLLM's expert parallelism (--enable-expert-parallel) spans all GPUs of the server (TP x DP): EP must be 1 or %d, not %d",
-				ErrOptions, d.Parallel.TP, d.Parallel.EP)
+		if p.EP != 1 && p.EP != p.TP {
+			return nil, errVLLMEP(p)
 		}
 		return d.vllm(ph, dh), nil
 	}

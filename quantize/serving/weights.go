@@ -47,7 +47,7 @@ func (p Parallel) AttnTP() int { return p.TP / p.DPRanks() }
 func (p Parallel) Validate(m Model) error {
 	switch {
 	case p.TP <= 0 || p.EP <= 0 || p.DP < 0:
-		return fmt.Errorf("%w: TP %d and EP %d must be positive (DP %d at least 1)", ErrOptions, p.TP, p.EP, p.DP)
+		return fmt.Errorf("%w: TP %d and EP %d must be positive, DP %d not negative", ErrOptions, p.TP, p.EP, p.DP)
 	case p.TP%p.EP != 0:
 		return fmt.Errorf("%w: EP %d does not divide TP %d (the engines run EP inside the TP group)", ErrOptions, p.EP, p.TP)
 	case p.TP%p.DPRanks() != 0:
@@ -57,13 +57,19 @@ func (p Parallel) Validate(m Model) error {
 	case p.DPLMHead && p.Engine == VLLM:
 		return fmt.Errorf("%w: the DP LM head is an SGLang option (vLLM splits lm_head across each DP rank's TP group anyway)", ErrOptions)
 	case p.Engine == VLLM && p.EP != 1 && p.EP != p.TP:
-		return fmt.Errorf("%w: vLLM's expert parallelism (--enable-expert-parallel) spans all GPUs of the server (TP x DP): EP must be 1 or %d, not %d", ErrOptions, p.TP, p.EP)
+		return errVLLMEP(p)
 	case m.Experts > 0 && m.Experts%p.EP != 0:
 		return fmt.Errorf("%w: %d routed experts do not split across EP %d", ErrOptions, m.Experts, p.EP)
 	case m.Heads%p.AttnTP() != 0:
 		return fmt.Errorf("%w: %d attention heads do not split across attention TP %d (TP %d / DP %d)", ErrOptions, m.Heads, p.AttnTP(), p.TP, p.DPRanks())
 	}
 	return nil
+}
+
+// errVLLMEP: vLLM has no EP size between 1 and all GPUs of the server.
+func errVLLMEP(p Parallel) error {
+	return fmt.Errorf("%w: vLLM's expert parallelism (--enable-expert-parallel) spans all GPUs of the server (TP x DP): EP must be 1 or %d, not %d",
+		ErrOptions, p.TP, p.EP)
 }
 
 // Ways is how many ways a tensor of split s is cut on the GPUs of the server (1: whole on each).
