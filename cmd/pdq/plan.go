@@ -32,7 +32,8 @@ a 700 GiB checkpoint.`,
   pdq plan /models/GLM-5-FP8 --group-size 128 --json | jq .decode_bytes
   pdq plan /models/GLM-5-FP8 --parts 8        # what each of 8 machines converts (convert --part)
   pdq plan /models/GLM-5-FP8 --gpus 8 --gpu-memory 141GiB --kv-cache-dtype fp8_e4m3
-  pdq plan /models/GLM-5-FP8 --gpu-memory 141GiB --serve sglang --out /data/g5`,
+  pdq plan /models/GLM-5-FP8 --gpu-memory 141GiB --serve sglang --out /data/g5
+  pdq plan /models/GLM-5-FP8 --gpu-memory 141GiB --dp 8 --kv-cache-dtype fp8_e4m3   # DP attention`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f, &sf, asJSON, parts)

@@ -17,6 +17,8 @@ import (
 // serveFlags are pdq plan's serving-plan flags (docs/SERVING.md).
 type serveFlags struct {
 	gpus, tp, ep int
+	dp           int
+	dpLMHead     bool
 	gpuMemory    int64
 	kvDType      string
 	memFraction  float64
@@ -32,8 +34,10 @@ func (f *serveFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.gpus, "gpus", 8, "serving plan: GPUs of each pool (prefill, decode); a multiple of --tp")
 	fl.Var(bytesValue{&f.gpuMemory}, "gpu-memory", "serving plan: memory of one GPU, e.g. 141GiB; turns the serving plan on")
-	fl.IntVar(&f.tp, "tp", 0, "serving plan: tensor-parallel size of one server (default --gpus)")
+	fl.IntVar(&f.tp, "tp", 0, "serving plan: GPUs of one server, its tensor-parallel size for the experts (default --gpus; with vLLM and --dp: --tensor-parallel-size x --data-parallel-size)")
 	fl.IntVar(&f.ep, "ep", 1, "serving plan: expert-parallel size inside the TP group (1: experts split by TP; vLLM takes 1 or TP)")
+	fl.IntVar(&f.dp, "dp", 1, "serving plan: DP attention, attention data-parallel size inside one server (SGLang --enable-dp-attention --dp-size N; vLLM --data-parallel-size N with --tensor-parallel-size TP/N): each of the N ranks keeps its own requests' KV cache, attention weights are split TP/N ways (whole with --dp = --tp), the experts still across all --tp GPUs; must divide --tp; 1: off")
+	fl.BoolVar(&f.dpLMHead, "dp-lm-head", false, "serving plan, with --dp and SGLang: lm_head split across the attention-TP group, not all TP GPUs (SGLang --enable-dp-lm-head)")
 	fl.StringVar(&f.kvDType, "kv-cache-dtype", "bf16", "serving plan: KV-cache dtype, bf16 (the engines' auto for these models) or fp8_e4m3")
 	fl.Float64Var(&f.memFraction, "mem-fraction", 0, "serving plan: share of GPU memory for weights + KV cache (default: the engine's own, SGLang's --mem-fraction-static heuristic per role, vLLM's --gpu-memory-utilization 0.9)")
 	fl.Var(bytesValue{&f.reserve}, "reserve", "serving plan: ASSUMPTION, memory inside the fraction that holds neither weights nor KV cache (sglang: CUDA context, communicators; vllm: also activations and CUDA graphs)")
@@ -53,6 +57,9 @@ type servingSummary struct {
 	GPUMemory      int64          `json:"gpu_memory_bytes"`
 	TP             int            `json:"tp"`
 	EP             int            `json:"ep"`
+	DP             int            `json:"dp_attention"`
+	AttnTP         int            `json:"attention_tp"`
+	DPLMHead       bool           `json:"dp_lm_head,omitempty"`
 	ServersPerPool int            `json:"servers_per_pool"`
 	KVDType        string         `json:"kv_cache_dtype"`
 	Assumptions    []string       `json:"assumptions"`
@@ -106,11 +113,20 @@ func (f *serveFlags) plan(p *convert.Plan) (*servingSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	par := serving.Parallel{TP: tp, EP: f.ep}
+	if f.dp <= 0 {
+		return nil, usagef("--dp %d: want the number of DP-attention ranks of one server, at least 1 (1: off)", f.dp)
+	}
+	if tp%f.dp != 0 {
+		return nil, usagef("--dp %d does not divide --tp %d: DP attention splits one server's %d GPUs into DP ranks of TP/DP GPUs each", f.dp, tp, tp)
+	}
+	if f.dpLMHead && f.dp == 1 {
+		return nil, usagef("--dp-lm-head needs DP attention (--dp N, N > 1)")
+	}
+	par := serving.Parallel{TP: tp, EP: f.ep, DP: f.dp, DPLMHead: f.dpLMHead, Engine: engine}
 	if err := par.Validate(m); err != nil {
 		return nil, usageError{err}
 	}
-	kv, err := m.KVBytesPerToken(kvdt, tp)
+	kv, err := m.KVBytesPerToken(kvdt, par)
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -122,12 +138,17 @@ func (f *serveFlags) plan(p *convert.Plan) (*servingSummary, error) {
 	if seqLen == 0 {
 		seqLen = m.MaxPosition
 	}
-	s := &servingSummary{Engine: engine, GPUs: f.gpus, GPUMemory: f.gpuMemory, TP: tp, EP: f.ep, ServersPerPool: f.gpus / tp, KVDType: string(kvdt)}
+	s := &servingSummary{Engine: engine, GPUs: f.gpus, GPUMemory: f.gpuMemory, TP: tp, EP: f.ep, DP: f.dp, AttnTP: par.AttnTP(), DPLMHead: f.dpLMHead,
+		ServersPerPool: f.gpus / tp, KVDType: string(kvdt)}
 	s.Assumptions = append(s.Assumptions, fmt.Sprintf("reserve %s per GPU inside the memory fraction for what is neither weights nor KV cache (an assumption; --reserve sets it)", formatBytes(reserve)))
 	if f.memFraction == 0 {
 		s.Assumptions = append(s.Assumptions, fmt.Sprintf("memory fraction: %s's default for this GPU size, TP and role (--mem-fraction sets it)", engine))
 	}
-	s.Assumptions = append(s.Assumptions, "MTP layers are not loaded (no speculative decoding); DP attention off; CUDA graphs on")
+	dpa := "DP attention off"
+	if f.dp > 1 {
+		dpa = fmt.Sprintf("DP attention: %d ranks of attention TP%d, each keeping only its own requests' KV cache", f.dp, par.AttnTP())
+	}
+	s.Assumptions = append(s.Assumptions, "MTP layers are not loaded (no speculative decoding); "+dpa+"; CUDA graphs on")
 	for _, c := range []struct {
 		which serving.Checkpoint
 		role  serving.Role
@@ -143,7 +164,7 @@ func (f *serveFlags) plan(p *convert.Plan) (*servingSummary, error) {
 		}
 		frac := f.memFraction
 		if frac == 0 {
-			frac = serving.DefaultMemFraction(engine, f.gpuMemory, tp, c.role, m.KVLoraRank > 0)
+			frac = serving.DefaultMemFraction(engine, f.gpuMemory, par, c.role, m.KVLoraRank > 0)
 		}
 		capacity := serving.Plan(c.role, serving.Budget{GPUMemory: f.gpuMemory, MemFraction: frac, Reserve: reserve}, w, kv, seqLen)
 		*c.dst = &capacity
@@ -206,8 +227,15 @@ func (s *servingSummary) rows() []capacityRow {
 
 // print writes the serving plan for people.
 func (s *servingSummary) print(w io.Writer) {
-	fmt.Fprintf(w, "\nserving plan (%s rules): %d GPU(s) of %s per pool, %d server(s) of TP%d EP%d, KV cache %s\n",
-		s.Engine, s.GPUs, formatBytes(s.GPUMemory), s.ServersPerPool, s.TP, s.EP, s.KVDType)
+	dp := ""
+	if s.DP > 1 {
+		dp = fmt.Sprintf(" DP%d (attention TP%d)", s.DP, s.AttnTP)
+		if s.DPLMHead {
+			dp += " DP LM head"
+		}
+	}
+	fmt.Fprintf(w, "\nserving plan (%s rules): %d GPU(s) of %s per pool, %d server(s) of TP%d EP%d%s, KV cache %s\n",
+		s.Engine, s.GPUs, formatBytes(s.GPUMemory), s.ServersPerPool, s.TP, s.EP, dp, s.KVDType)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  checkpoint\trole\tweights/GPU\tfraction\treserve\tKV cache/GPU\ttokens/server\tsequences")
 	for _, r := range s.rows() {
@@ -224,6 +252,13 @@ func (s *servingSummary) print(w io.Writer) {
 		where := "split across TP ranks"
 		if k.Replicated {
 			where = "the same on every TP rank"
+		}
+		if k.DPRanks > 1 {
+			where = fmt.Sprintf("split across the attention TP%d group", k.AttnTP)
+			if k.Replicated {
+				where = fmt.Sprintf("the same on each GPU of the attention TP%d group", k.AttnTP)
+			}
+			where += fmt.Sprintf("; each of %d DP ranks keeps only its own tokens", k.DPRanks)
 		}
 		idx := ""
 		if k.IndexerBytes > 0 {

@@ -64,6 +64,52 @@ func TestPlanServing(t *testing.T) {
 	if _, code, err = runPDQ(t, append(small, "--serve", "vllm")...); code != 1 || err == nil || !strings.Contains(err.Error(), "weights do not fit") {
 		t.Errorf("--serve with weights over budget: exit %d, %v", code, err)
 	}
+	// DP attention: --dp 2 of TP2 gives two ranks of attention TP1, each with its own tokens;
+	// the launch commands carry the engine's DP flags.
+	dpArgs := []string{"plan", src, "--gpus", "2", "--gpu-memory", "1GiB", "--mem-fraction", "0.5", "--reserve", "0", "--dp", "2", "--ep", "2", "--json"}
+	stdout, code, err = runPDQ(t, append(dpArgs, "--serve", "sglang", "--dp-lm-head")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, stdout)
+	}
+	var dpDoc struct {
+		Serving struct {
+			DP     int `json:"dp_attention"`
+			AttnTP int `json:"attention_tp"`
+			Decode struct {
+				Tokens        int64 `json:"tokens"`
+				TokensPerRank int64 `json:"tokens_per_dp_rank"`
+			} `json:"decode"`
+			Commands []launchCommand `json:"commands"`
+		} `json:"serving"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &dpDoc); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if sv := dpDoc.Serving; sv.DP != 2 || sv.AttnTP != 1 || sv.Decode.TokensPerRank <= 0 || sv.Decode.Tokens != 2*sv.Decode.TokensPerRank ||
+		!strings.Contains(sv.Commands[1].Shell, "--dp-size 2 \\\n  --enable-dp-attention \\\n  --enable-dp-lm-head") {
+		t.Errorf("DP attention plan: %+v", sv)
+	}
+	if stdout, code, err = runPDQ(t, append(dpArgs[:len(dpArgs)-1], "--serve", "vllm")...); code != 0 ||
+		!strings.Contains(stdout, "--tensor-parallel-size 1 \\\n  --data-parallel-size 2") || !strings.Contains(stdout, "DP2 (attention TP1)") {
+		t.Errorf("vllm DP2: exit %d, %v\n%s", code, err, stdout)
+	}
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpus", "4", "--dp", "3"}, "--dp 3 does not divide --tp 4"},
+		{[]string{"--dp", "0"}, "--dp 0: want"},
+		{[]string{"--dp-lm-head"}, "--dp-lm-head needs DP attention"},
+		{[]string{"--dp", "8", "--dp-lm-head", "--serve", "vllm"}, "SGLang option"},
+		{[]string{"--gpus", "8", "--dp", "1"}, "4 attention heads do not split across attention TP 8"},
+		{[]string{"--gpus", "4", "--dp", "4", "--ep", "2", "--serve", "vllm"}, "EP must be 1 or 4"},
+	} {
+		args := append([]string{"plan", src, "--gpu-memory", "1GiB"}, bad.args...)
+		if _, code, err := runPDQ(t, args...); code != 2 || err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: exit %d (%v), want 2 saying %q", bad.args, code, err, bad.want)
+		}
+	}
 	for _, bad := range [][]string{
 		{"plan", src, "--gpu-memory", "1GiB", "--gpus", "3"}, // 4 heads across TP3
 		{"plan", src, "--gpu-memory", "1GiB", "--tp", "2", "--ep", "3"},

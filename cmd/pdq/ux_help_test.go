@@ -61,6 +61,13 @@ func TestHelpText(t *testing.T) {
 			t.Errorf("%v --help: doubled backslashes in the --targets default", args)
 		}
 	}
+	// The DP-attention flags name the engines' own flags they stand for.
+	plan := help("plan")
+	for _, want := range []string{"--dp int", "--enable-dp-attention --dp-size N", "--data-parallel-size N", "--dp-lm-head", "--enable-dp-lm-head", "must divide --tp"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan --help lacks %q", want)
+		}
+	}
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string

@@ -38,21 +38,28 @@ type KVCost struct {
 	IndexerBytes int64 `json:"indexer_bytes,omitempty"`
 	// PerToken is (LayerBytes + IndexerBytes) x Layers.
 	PerToken int64 `json:"per_token"`
-	// Replicated: every tensor-parallel rank stores the whole token (MLA has one latent per
-	// token, not one per head); false for GQA, whose heads are split across ranks.
+	// Replicated: every rank of the attention-TP group stores the whole token (MLA has one
+	// latent per token, not one per head); false for GQA, whose heads are split across ranks.
 	Replicated bool `json:"replicated_across_tp"`
+	// AttnTP is the attention-TP group a token's cache is kept by: TP, or TP/DP with DP attention.
+	AttnTP int `json:"attention_tp"`
+	// DPRanks is how many attention data-parallel ranks the server has, each keeping only its
+	// own requests' tokens (1 without DP attention): a server holds DPRanks times the tokens of
+	// one GPU.
+	DPRanks int `json:"dp_ranks"`
 }
 
-// KVBytesPerToken returns the KV-cache bytes of one token on one GPU of a tp-way tensor-parallel
-// group, following SGLang's memory pools and vLLM's cache specs (docs/SERVING.md):
+// KVBytesPerToken returns the KV-cache bytes of one token on one GPU of the attention-TP group
+// that keeps it (p.AttnTP() GPUs: TP, or TP/DP with DP attention), following SGLang's memory pools and vLLM's cache specs (docs/SERVING.md):
 //   - MLA: kv_lora_rank + qk_rope_head_dim elements per layer; an FP8 cache has no scales.
 //   - MLA with the indexer (DSA): BF16 as MLA; FP8 stores the latent as FP8 with a float32 scale
 //     per 128 values and the rope part in BF16 (656 bytes for 512 + 64); the indexer key adds
 //     index_head_dim bytes plus a float32 scale per 128.
-//   - GQA: K and V of max(1, kv_heads / tp) heads per layer.
-func (m Model) KVBytesPerToken(dt KVDType, tp int) (KVCost, error) {
-	if tp <= 0 {
-		return KVCost{}, fmt.Errorf("%w: tensor parallel size %d", ErrOptions, tp)
+//   - GQA: K and V of max(1, kv_heads / attention TP) heads per layer.
+func (m Model) KVBytesPerToken(dt KVDType, p Parallel) (KVCost, error) {
+	tp := p.AttnTP()
+	if p.TP <= 0 || p.DP < 0 || tp <= 0 || p.TP%p.DPRanks() != 0 {
+		return KVCost{}, fmt.Errorf("%w: tensor parallel size %d with DP %d", ErrOptions, p.TP, p.DP)
 	}
 	elem := int64(2)
 	if dt == KVFP8 {
@@ -60,7 +67,7 @@ func (m Model) KVBytesPerToken(dt KVDType, tp int) (KVCost, error) {
 	} else if dt != KVBF16 {
 		return KVCost{}, fmt.Errorf("%w: KV-cache dtype %q", ErrOptions, dt)
 	}
-	c := KVCost{Attention: m.Attention(), DType: dt, Layers: m.Layers, Replicated: m.KVLoraRank > 0}
+	c := KVCost{Attention: m.Attention(), DType: dt, Layers: m.Layers, Replicated: m.KVLoraRank > 0, AttnTP: tp, DPRanks: p.DPRanks()}
 	lora, rope := int64(m.KVLoraRank), int64(m.QKRope)
 	switch c.Attention {
 	case AttnMLA:
@@ -79,7 +86,7 @@ func (m Model) KVBytesPerToken(dt KVDType, tp int) (KVCost, error) {
 		if m.KVHeads < tp {
 			heads = 1 // each rank keeps a copy of one head
 		} else if m.KVHeads%tp != 0 {
-			return KVCost{}, fmt.Errorf("%w: %d key-value heads do not split across TP %d", ErrOptions, m.KVHeads, tp)
+			return KVCost{}, fmt.Errorf("%w: %d key-value heads do not split across attention TP %d", ErrOptions, m.KVHeads, tp)
 		}
 		c.LayerBytes = int64(heads) * int64(m.HeadDim+m.VHeadDim) * elem
 	}

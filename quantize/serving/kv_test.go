@@ -54,7 +54,7 @@ func TestKVBytesPerToken(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.config, err)
 		}
-		c, err := m.KVBytesPerToken(tc.dt, tc.tp)
+		c, err := m.KVBytesPerToken(tc.dt, Parallel{TP: tc.tp, EP: 1})
 		if err != nil {
 			t.Fatalf("%s %s TP%d: %v", tc.config, tc.dt, tc.tp, err)
 		}
@@ -67,12 +67,51 @@ func TestKVBytesPerToken(t *testing.T) {
 	}
 }
 
+// TestKVBytesPerTokenDP: with DP attention a token's cache is kept by the attention-TP group
+// (TP/DP GPUs) of the one DP rank that serves its request; the per-GPU cost follows the
+// attention TP, and the server has DP ranks of such GPUs.
+func TestKVBytesPerTokenDP(t *testing.T) {
+	for _, tc := range []struct {
+		config     string
+		tp, dp     int
+		want       int64
+		attnTP, dr int
+	}{
+		// GLM-5 MLA + indexer: the latent is the same at any attention TP, whole on each GPU.
+		{"glm-5.json", 8, 8, 78 * (1152 + 132), 1, 8},
+		{"glm-5.json", 8, 2, 78 * (1152 + 132), 4, 2},
+		{"kimi-k2-instruct.json", 16, 4, 61 * 576 * 2, 4, 4},
+		// GLM-4.7 GQA, 8 KV heads: TP8 DP2 splits them 4 ways (2 heads per GPU), DP8 keeps all 8.
+		{"glm-4.7.official.json", 8, 2, 92 * 2 * (128 + 128) * 2, 4, 2},
+		{"glm-4.7.official.json", 8, 8, 92 * 8 * (128 + 128) * 2, 1, 8},
+	} {
+		m, err := ModelFromConfig(loadConfig(t, tc.config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.KVBytesPerToken(KVBF16, Parallel{TP: tc.tp, EP: 1, DP: tc.dp})
+		if err != nil {
+			t.Fatalf("%s TP%d DP%d: %v", tc.config, tc.tp, tc.dp, err)
+		}
+		if c.PerToken != tc.want || c.AttnTP != tc.attnTP || c.DPRanks != tc.dr {
+			t.Errorf("%s TP%d DP%d: %d B per token per GPU, attention TP%d, %d ranks; want %d B, TP%d, %d",
+				tc.config, tc.tp, tc.dp, c.PerToken, c.AttnTP, c.DPRanks, tc.want, tc.attnTP, tc.dr)
+		}
+	}
+}
+
 func TestKVRefusals(t *testing.T) {
 	m := Model{Layers: 4, Heads: 12, KVHeads: 12, HeadDim: 64, VHeadDim: 64}
-	if _, err := m.KVBytesPerToken(KVBF16, 8); !errors.Is(err, ErrOptions) {
+	if _, err := m.KVBytesPerToken(KVBF16, Parallel{TP: 8, EP: 1}); !errors.Is(err, ErrOptions) {
 		t.Errorf("12 KV heads at TP8: %v, want ErrOptions", err)
 	}
-	if _, err := m.KVBytesPerToken("fp16", 4); !errors.Is(err, ErrOptions) {
+	if _, err := m.KVBytesPerToken(KVBF16, Parallel{TP: 16, EP: 1, DP: 2}); !errors.Is(err, ErrOptions) {
+		t.Errorf("12 KV heads at attention TP8 (TP16 DP2): %v, want ErrOptions", err)
+	}
+	if _, err := m.KVBytesPerToken(KVBF16, Parallel{TP: 8, EP: 1, DP: 3}); !errors.Is(err, ErrOptions) {
+		t.Errorf("DP3 of TP8: %v, want ErrOptions", err)
+	}
+	if _, err := m.KVBytesPerToken("fp16", Parallel{TP: 4, EP: 1}); !errors.Is(err, ErrOptions) {
 		t.Errorf("fp16: %v, want ErrOptions", err)
 	}
 	if _, err := ParseKVDType("int8"); !errors.Is(err, ErrOptions) {
@@ -115,7 +154,7 @@ func FuzzModelFromConfig(f *testing.F) {
 			return
 		}
 		for _, dt := range []KVDType{KVBF16, KVFP8} {
-			if c, err := m.KVBytesPerToken(dt, tp); err == nil && c.PerToken < 0 {
+			if c, err := m.KVBytesPerToken(dt, Parallel{TP: tp, EP: 1}); err == nil && c.PerToken < 0 {
 				t.Fatalf("negative KV cost %+v", c)
 			}
 		}

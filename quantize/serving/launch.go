@@ -77,8 +77,15 @@ const (
 
 // Commands returns the prefill server, the decode server and the process that joins them.
 func (d Deployment) Commands() ([]Command, error) {
-	if d.Parallel.TP <= 0 || d.Parallel.EP <= 0 || d.PrefillDir == "" || d.DecodeDir == "" {
+	p := d.Parallel
+	if p.TP <= 0 || p.EP <= 0 || d.PrefillDir == "" || d.DecodeDir == "" {
 		return nil, fmt.Errorf("%w: a deployment needs TP, EP and both checkpoint directories", ErrOptions)
+	}
+	if p.DP < 0 || p.TP%p.DPRanks() != 0 {
+		return nil, fmt.Errorf("%w: DP %d does not divide TP %d", ErrOptions, p.DP, p.TP)
+	}
+	if p.DPLMHead && (p.DPRanks() == 1 || d.Engine != SGLang) {
+		return nil, fmt.Errorf("%w: the DP LM head (--enable-dp-lm-head) is SGLang's and needs DP attention", ErrOptions)
 	}
 	ph, dh := d.PrefillHost, d.DecodeHost
 	if ph == "" {
@@ -91,9 +98,8 @@ func (d Deployment) Commands() ([]Command, error) {
 	case SGLang:
 		return d.sglang(ph, dh), nil
 	case VLLM:
-		if d.Parallel.EP != 1 && d.Parallel.EP != d.Parallel.TP {
-			return nil, fmt.Errorf("%w: vLLM's expert parallelism spans the whole TP group (--enable-expert-parallel): EP must be 1 or %d, not %d",
-				ErrOptions, d.Parallel.TP, d.Parallel.EP)
+		if p.EP != 1 && p.EP != p.TP {
+			return nil, errVLLMEP(p)
 		}
 		return d.vllm(ph, dh), nil
 	}
@@ -119,6 +125,12 @@ func (d Deployment) sglang(ph, dh string) []Command {
 			"--tp-size", itoa(d.Parallel.TP)}
 		if d.Parallel.EP > 1 {
 			a = append(a, "--ep-size", itoa(d.Parallel.EP))
+		}
+		if dp := d.Parallel.DPRanks(); dp > 1 {
+			a = append(a, "--dp-size", itoa(dp), "--enable-dp-attention")
+			if d.Parallel.DPLMHead {
+				a = append(a, "--enable-dp-lm-head")
+			}
 		}
 		a = append(a, "--kv-cache-dtype", sglangKVDType(d.KVDType), "--mem-fraction-static", fraction(frac))
 		if role == RolePrefill {
@@ -147,8 +159,12 @@ func (d Deployment) vllm(ph, dh string) []Command {
 		kv = "fp8_e4m3"
 	}
 	server := func(role Role, dir string, port, side int, frac float64) Command {
+		// vLLM's --tensor-parallel-size is one DP rank's; the MoE layers span TP x DP GPUs.
 		a := []string{dir, "--trust-remote-code",
-			"--tensor-parallel-size", itoa(d.Parallel.TP)}
+			"--tensor-parallel-size", itoa(d.Parallel.AttnTP())}
+		if dp := d.Parallel.DPRanks(); dp > 1 {
+			a = append(a, "--data-parallel-size", itoa(dp))
+		}
 		if d.Parallel.EP > 1 {
 			a = append(a, "--enable-expert-parallel")
 		}

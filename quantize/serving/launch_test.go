@@ -49,6 +49,7 @@ func TestLaunchFlagsCited(t *testing.T) {
 		for _, d := range []Deployment{
 			{Engine: e, Parallel: Parallel{TP: 8, EP: 1}, KVDType: KVBF16, PrefillDir: "out/prefill", DecodeDir: "out/decode", PrefillFraction: 0.894, DecodeFraction: 0.929},
 			{Engine: e, Parallel: Parallel{TP: 8, EP: 8}, KVDType: KVFP8, PrefillDir: "out/prefill", DecodeDir: "out/decode", PrefillFraction: 0.9, DecodeFraction: 0.9},
+			{Engine: e, Parallel: Parallel{TP: 8, EP: 8, DP: 8, DPLMHead: e == SGLang}, KVDType: KVFP8, PrefillDir: "out/prefill", DecodeDir: "out/decode", PrefillFraction: 0.894, DecodeFraction: 0.833},
 		} {
 			cmds, err := d.Commands()
 			if err != nil {
@@ -129,13 +130,47 @@ func TestLaunchCommands(t *testing.T) {
 	if _, err := d.Commands(); !errors.Is(err, ErrOptions) {
 		t.Errorf("vLLM EP 2 of TP 8: %v, want ErrOptions", err)
 	}
+
+	// DP attention: SGLang keeps --tp-size the server's GPUs and adds --dp-size with
+	// --enable-dp-attention; vLLM's --tensor-parallel-size is one DP rank's.
+	d.Engine, d.Parallel = SGLang, Parallel{TP: 8, EP: 8, DP: 4, DPLMHead: true}
+	if cmds, err = d.Commands(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds[:2] {
+		if a := c.Args; flagValue(a, "--tp-size") != "8" || flagValue(a, "--dp-size") != "4" || flagValue(a, "--ep-size") != "8" ||
+			!slices.Contains(a, "--enable-dp-attention") || !slices.Contains(a, "--enable-dp-lm-head") {
+			t.Errorf("sglang DP4 %s: %q", c.Name, a)
+		}
+	}
+	d.Engine, d.Parallel = VLLM, Parallel{TP: 8, EP: 8, DP: 4}
+	if cmds, err = d.Commands(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds[:2] {
+		if a := c.Args; flagValue(a, "--tensor-parallel-size") != "2" || flagValue(a, "--data-parallel-size") != "4" ||
+			!slices.Contains(a, "--enable-expert-parallel") {
+			t.Errorf("vllm DP4 %s: %q", c.Name, a)
+		}
+	}
+	for _, bad := range []Deployment{
+		{Engine: VLLM, Parallel: Parallel{TP: 8, EP: 1, DP: 8, DPLMHead: true}},
+		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1, DPLMHead: true}},
+		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1, DP: 3}},
+	} {
+		bad.PrefillDir, bad.DecodeDir = "p", "d"
+		if _, err := bad.Commands(); !errors.Is(err, ErrOptions) {
+			t.Errorf("%+v: %v, want ErrOptions", bad.Parallel, err)
+		}
+	}
 	if got := shellQuote("it's"); got != `'it'\''s'` {
 		t.Errorf("quote: %s", got)
 	}
 }
 
 // TestDocsShowGeneratedCommands: the launch commands docs/SERVING.md shows are what the generator
-// writes for those plans (GLM-5 on 8 x 141 GiB, SGLang TP8 and vLLM TP8 EP8, BF16 KV cache).
+// writes for those plans (GLM-5 on 8 x 141 GiB, SGLang TP8, vLLM TP8 EP8 and SGLang TP8 DP8, BF16
+// KV cache).
 func TestDocsShowGeneratedCommands(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "SERVING.md"))
 	if err != nil {
@@ -144,9 +179,12 @@ func TestDocsShowGeneratedCommands(t *testing.T) {
 	doc := string(b)
 	for _, d := range []Deployment{
 		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
-			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, 8, RolePrefill, true), DecodeFraction: DefaultMemFraction(SGLang, 141<<30, 8, RoleDecode, true)},
+			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RolePrefill, true), DecodeFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RoleDecode, true)},
 		{Engine: VLLM, Parallel: Parallel{TP: 8, EP: 8}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
 			PrefillFraction: 0.9, DecodeFraction: 0.9},
+		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1, DP: 8}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
+			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1, DP: 8}, RolePrefill, true),
+			DecodeFraction:  DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1, DP: 8}, RoleDecode, true)},
 	} {
 		cmds, err := d.Commands()
 		if err != nil {

@@ -40,11 +40,14 @@ const mib = 1 << 20
 // --mem-fraction-static heuristic (server_args.py _handle_gpu_memory_settings), which reserves
 // memory for activations (1.5 MiB per token of the chunked-prefill size, or of the decode batch)
 // and CUDA graphs (2 MiB per decode batch slot; 1.5 GiB for MLA prefill graphs), at least 10 GiB
-// on GPUs over 60 GiB.
-func DefaultMemFraction(e Engine, gpuMemory int64, tp int, role Role, mla bool) float64 {
+// on GPUs over 60 GiB. With DP attention a server that decodes also reserves 3 MiB per decode
+// batch slot and DP rank for padding, 4.5 MiB over 300 slots (reserve_for_graph_mb). p.TP is
+// SGLang's --tp-size.
+func DefaultMemFraction(e Engine, gpuMemory int64, p Parallel, role Role, mla bool) float64 {
 	if e == VLLM {
 		return 0.9
 	}
+	tp := p.TP
 	gpu := float64(gpuMemory) / mib
 	chunk, maxBS := 8192, 512
 	if tp < 4 {
@@ -73,6 +76,12 @@ func DefaultMemFraction(e Engine, gpuMemory int64, tp int, role Role, mla bool) 
 	reserved := 512 + float64(activation)*1.5 + float64(tp)/8*1024
 	if role != RolePrefill {
 		reserved += float64(maxBS) * 2
+		if dp := p.DPRanks(); dp > 1 {
+			reserved += float64(maxBS*dp) * 3
+			if maxBS > 300 {
+				reserved += float64(maxBS*dp) * 1.5
+			}
+		}
 	}
 	if role != RoleDecode {
 		if mla {
@@ -125,9 +134,13 @@ type Capacity struct {
 	KV          KVCost  `json:"kv"`
 	// KVBytes is the KV-cache pool of one GPU: GPUMemory x MemFraction - weights - Reserve.
 	KVBytes int64 `json:"kv_bytes_per_gpu"`
-	// Tokens is how many tokens of context the server holds (every GPU holds its share of each).
+	// TokensPerRank is how many tokens one attention DP rank holds: KVBytes / KV.PerToken (every
+	// GPU of its attention-TP group holds its share of each).
+	TokensPerRank int64 `json:"tokens_per_dp_rank"`
+	// Tokens is how many tokens of context the server holds: TokensPerRank x KV.DPRanks.
 	Tokens int64 `json:"tokens"`
-	// Sequences is Tokens / SeqLen: full-length sequences at once.
+	// Sequences is Tokens / SeqLen: full-length sequences at once. A sequence lives on one DP
+	// rank, so one must fit in TokensPerRank.
 	Sequences float64 `json:"sequences"`
 	SeqLen    int     `json:"seq_len"`
 	// Problems say why the plan cannot work (weights over budget, less than one sequence).
@@ -150,12 +163,17 @@ func Plan(role Role, b Budget, w Weights, kv KVCost, seqLen int) Capacity {
 		return c
 	}
 	if kv.PerToken > 0 {
-		c.Tokens = c.KVBytes / kv.PerToken
+		c.TokensPerRank = c.KVBytes / kv.PerToken
+		c.Tokens = c.TokensPerRank * int64(max(kv.DPRanks, 1))
 	}
 	if seqLen > 0 {
 		c.Sequences = float64(c.Tokens) / float64(seqLen)
-		if c.Tokens < int64(seqLen) {
-			c.Problems = append(c.Problems, fmt.Sprintf("KV cache for %d tokens, less than one %d-token sequence", c.Tokens, seqLen))
+		if c.TokensPerRank < int64(seqLen) {
+			where := ""
+			if kv.DPRanks > 1 {
+				where = " per DP rank"
+			}
+			c.Problems = append(c.Problems, fmt.Sprintf("KV cache for %d tokens%s, less than one %d-token sequence", c.TokensPerRank, where, seqLen))
 		}
 	}
 	return c
