@@ -107,7 +107,10 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 			}
 		}
 		for i := 1; i <= p.WFineN; i++ {
-			for _, k := range [2]float32{kBest - float32(i)*p.WFine, kBest + float32(i)*p.WFine} {
+			// The step is rounded before it is added: without the conversion the compiler may
+			// fuse the product and the sum (GOAMD64=v3 does), and the multiplier would differ.
+			step := float32(float32(i) * p.WFine)
+			for _, k := range [2]float32{kBest - step, kBest + step} {
 				if s := floatcodec.RoundBF16(a * k); s > 0 && s != best && s != sR {
 					try(s)
 				}
