@@ -26,8 +26,16 @@ func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *I
 	if len(d) != cols {
 		return shapeErr("column weights", len(d), cols)
 	}
+	if p.Search != SearchMSE {
+		// Without the search the weights play no part: QuantizeInt4's bytes and statistics.
+		return CPU{}.QuantizeInt4(out, src, rows, cols, p)
+	}
+	done, err := callQuantBatchesWeighted(out, src, ng, cols, p, d)
+	if err != nil {
+		return err
+	}
 	gpr := cols / g
-	for k := range ng {
+	for k := done; k < ng; k++ {
 		x := src[k*g : (k+1)*g : (k+1)*g]
 		c0 := (k % gpr) * g
 		w := d[c0 : c0+g : c0+g]
