@@ -40,11 +40,25 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 	n := batchGroups * g
 	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
+	// When every batch lies in one row, the batches of a row position share their weights:
+	// those of the whole row are transposed once, position by position.
+	var twRow []float32
+	if gpr%batchGroups == 0 && ng > gpr {
+		twRow = make([]float32, cols)
+		for c0 := 0; c0 < cols; c0 += n {
+			transpose16(twRow[c0:c0+n], d[c0:c0+n], g)
+		}
+	}
 	var res batchResult
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
-		transpose16(twr, batchWeights(wbuf[:n], d, k0, gpr, g), g)
+		if twRow != nil {
+			c0 := (k0 % gpr) * g
+			twr = twRow[c0 : c0+n]
+		} else {
+			transpose16(twr, batchWeights(wbuf[:n], d, k0, gpr, g), g)
+		}
 		searchBatchWeighted(&res, tr, twr, g, p)
 		var st batchStats
 		if res.ok != 0 {
@@ -178,19 +192,24 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 // wErr16 is wSums' weighted error alone, for each lane's group with scale s and reciprocal
 // inv, summed four spec lanes at a time as errMul16 is.
 func wErr16(t, tw []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
-	return wErrHalf16(t, tw, g, 0, s, inv).Add(wErrHalf16(t, tw, g, 4, s, inv))
+	lo, hi := bc16(-8), bc16(7)
+	return wErrHalf16(t, tw, g, 0, s, inv, lo, hi).Add(wErrHalf16(t, tw, g, 4, s, inv, lo, hi))
 }
 
-// wErrHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr16's accumulators, o = off.
-func wErrHalf16(t, tw []float32, g, off int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
+// wErrHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr16's accumulators, o = off. The
+// clamp bounds lo and hi come as arguments, so that they stay in registers for the loop.
+func wErrHalf16(t, tw []float32, g, off int, s, inv, lo, hi archsimd.Float32x16) archsimd.Float32x16 {
 	var e0, e1, e2, e3 archsimd.Float32x16
+	lv := func(v archsimd.Float32x16) archsimd.Float32x16 {
+		return v.Mul(inv).Max(lo).Min(hi).RoundToEvenScaled(0)
+	}
 	for j := off; j < g; j += 8 {
 		v0, v1, v2, v3 := rows4(t, j)
 		w0, w1, w2, w3 := rows4(tw, j)
-		e0 = e0.Add(w0.Mul(sq16(v0, level16(v0.Mul(inv)), s)))
-		e1 = e1.Add(w1.Mul(sq16(v1, level16(v1.Mul(inv)), s)))
-		e2 = e2.Add(w2.Mul(sq16(v2, level16(v2.Mul(inv)), s)))
-		e3 = e3.Add(w3.Mul(sq16(v3, level16(v3.Mul(inv)), s)))
+		e0 = e0.Add(w0.Mul(sq16(v0, lv(v0), s)))
+		e1 = e1.Add(w1.Mul(sq16(v1, lv(v1), s)))
+		e2 = e2.Add(w2.Mul(sq16(v2, lv(v2), s)))
+		e3 = e3.Add(w3.Mul(sq16(v3, lv(v3), s)))
 	}
 	return e0.Add(e1).Add(e2.Add(e3))
 }

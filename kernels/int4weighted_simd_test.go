@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"pdq/internal/floatcodec"
 )
 
 // The batched weighted search (int4weighted_avx512.go) must give what searchWeighted gives one
@@ -81,6 +83,22 @@ func mixedWeights(r *rand.Rand, cols, g int, nonFinite bool) []float32 {
 	return d
 }
 
+// rtnTies fills grp with exact ties of the RTN levels x/sR (sR the group's RTN scale) and their
+// float32 neighbours, where x/sR and x·(1/sR) may round to different levels.
+func rtnTies(r *rand.Rand, grp []float32) {
+	a := float32(math.Ldexp(1+r.Float64(), r.IntN(20)-10))
+	sR := floatcodec.RoundBF16(a / 7.5)
+	for i := range grp {
+		v := (float32(r.IntN(15)-7) + 0.5) * sR
+		v = [...]float32{v, math.Nextafter32(v, 0), math.Nextafter32(v, 2*v)}[r.IntN(3)]
+		if v > a || v < -a {
+			v = 0
+		}
+		grp[i] = v
+	}
+	grp[r.IntN(len(grp))] = a
+}
+
 // sameSlab reports where got differs from the scalar loops' want, or "".
 func sameSlab(got, want slabOut) string {
 	var nf1, nf2 *NonFiniteError
@@ -109,6 +127,11 @@ func TestSIMDBatchWeighted(t *testing.T) {
 		rows := 1 + r.IntN(24)
 		nonFinite := trial%5 == 4
 		x := mixedSlab(r, rows, cols, g, nonFinite && r.IntN(2) == 0)
+		for k := 0; k < len(x); k += g {
+			if r.IntN(4) == 0 {
+				rtnTies(r, x[k:k+g])
+			}
+		}
 		d := mixedWeights(r, cols, g, nonFinite)
 		search := SearchMSE
 		if trial%10 == 9 {
