@@ -223,3 +223,56 @@ func FuzzSIMDWeighted(f *testing.F) {
 		}
 	})
 }
+
+// goldenWeights returns cols column weights from integer arithmetic only: powers of two from
+// 2^-4 to 2^4 times 1..31/16, a zero now and then, and the first 32 columns all equal (a group
+// that takes the plain candidates).
+func goldenWeights(cols int) []float32 {
+	d := make([]float32, cols)
+	for j := range d {
+		h := uint32(j)*0x9e3779b1 ^ uint32(j)>>3
+		h ^= h >> 15
+		h *= 0x85ebca6b
+		h ^= h >> 13
+		d[j] = float32(math.Ldexp(float64(16+h>>4%16), int(h%9)-8))
+		if h>>12%11 == 0 {
+			d[j] = 0
+		}
+		if j < 32 {
+			d[j] = 3
+		}
+	}
+	return d
+}
+
+// TestGoldenWeighted pins the exact output of the weighted search (the scalar specification;
+// TestSIMDBatchWeighted ties the other loop sets to it, and this test runs under every build of
+// make test-simd and every loop set).
+func TestGoldenWeighted(t *testing.T) {
+	const rows, cols = 64, 512
+	x := goldenInput(rows, cols)
+	d := goldenWeights(cols)
+	for _, c := range []struct {
+		name string
+		g    int
+		want string
+	}{
+		{"weighted-g32", 32, "54a48791f19f3ed3"},
+		{"weighted-g64", 64, "4f11514cd574f169"},
+		{"weighted-g128", 128, "f0f0b08af9061c4e"},
+	} {
+		withEverySet(t, func(t *testing.T) {
+			got := quantSlabWeighted(x, rows, cols, mustParams(t, c.g, SearchMSE, false), d)
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			b := make([]byte, 0, 4*len(got.stats))
+			for _, v := range got.stats {
+				b = binary.LittleEndian.AppendUint32(b, v)
+			}
+			if h := hashOf(got.packed, got.scales, b); h != c.want {
+				t.Errorf("%s: output hash %s, want %s", c.name, h, c.want)
+			}
+		})
+	}
+}
