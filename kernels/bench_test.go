@@ -74,6 +74,7 @@ func BenchmarkKernelInt4(b *testing.B) {
 		{"mse-g32", 32, SearchMSE, false},
 		{"mse-g128", 128, SearchMSE, false},
 		{"weighted-g32", 32, SearchMSE, true},
+		{"weighted-g128", 128, SearchMSE, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := mustParams(b, c.g, c.search, false)

@@ -26,6 +26,9 @@
 // group per vector lane (search16_avx512.go): the eight per-group lanes above become eight
 // accumulator vectors and every choice of search a lane mask with the scalar comparison, so each
 // group gets the bytes the per-group loops give it (TestSIMDBatchSearch, FuzzSIMDBatchSearch).
+// The activation-weighted search runs sixteen groups at once the same way, each lane with its
+// group's column weights and candidate sequence (int4weighted_avx512.go; TestSIMDBatchWeighted,
+// FuzzSIMDWeighted).
 //
 // Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
 // maximum and report the first offending element instead of producing output.

@@ -16,7 +16,8 @@ import (
 // written to out.Stats stay unweighted (SumSq, Err and RTNErr as for QuantizeInt4), so reports
 // compare like with like. With SearchRTN, or with every d_j = 1, the output (bytes and statistics)
 // is exactly QuantizeInt4's. It is not part of the Backend interface: only the CPU backend
-// implements it.
+// implements it. On AVX-512 it searches sixteen groups at once (int4weighted_avx512.go) and may
+// allocate one row of transposed weights per call.
 func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *Int4Params, d []float32) error {
 	g := p.GroupSize
 	ng, err := checkInt4Shapes(out, src, rows, cols, g)
@@ -26,8 +27,16 @@ func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *I
 	if len(d) != cols {
 		return shapeErr("column weights", len(d), cols)
 	}
+	if p.Search != SearchMSE {
+		// Without the search the weights play no part: QuantizeInt4's bytes and statistics.
+		return CPU{}.QuantizeInt4(out, src, rows, cols, p)
+	}
+	done, err := callQuantBatchesWeighted(out, src, ng, cols, p, d)
+	if err != nil {
+		return err
+	}
 	gpr := cols / g
-	for k := range ng {
+	for k := done; k < ng; k++ {
 		x := src[k*g : (k+1)*g : (k+1)*g]
 		c0 := (k % gpr) * g
 		w := d[c0 : c0+g : c0+g]
@@ -107,7 +116,10 @@ func searchWeighted(x, w []float32, a, sR float32, p *Int4Params) (best float32,
 			}
 		}
 		for i := 1; i <= p.WFineN; i++ {
-			for _, k := range [2]float32{kBest - float32(i)*p.WFine, kBest + float32(i)*p.WFine} {
+			// The step is rounded before it is added: without the conversion the compiler may
+			// fuse the product and the sum (GOAMD64=v3 does), and the multiplier would differ.
+			step := float32(float32(i) * p.WFine)
+			for _, k := range [2]float32{kBest - step, kBest + step} {
 				if s := floatcodec.RoundBF16(a * k); s > 0 && s != best && s != sR {
 					try(s)
 				}

@@ -351,17 +351,9 @@ func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes
 // sixteen transposed groups of t.
 func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	zero := bc16(0)
-	m := archsimd.BroadcastUint32x16(0)
-	abs := archsimd.BroadcastUint32x16(0x7fffffff)
-	for j := range g {
-		m = m.Max(ld16(t, j).AsUint32x16().And(abs))
-	}
-	finite := m.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
-	a := m.AsFloat32x16()
-	sR := roundBF16x16(a.Div(bc16(7.5)))
-	ok := finite.And(sR.NotEqual(zero)).And(a.GreaterEqual(bc16(TinyAbsMax))).ToBits()
+	a, sR, scaled, ok := batchRTN(t, g)
 	if p.Search != SearchMSE {
-		res.ok = finite.And(sR.NotEqual(zero)).ToBits()
+		res.ok = scaled
 		sR.Store(&res.best)
 		res.div = res.ok
 		return
@@ -387,25 +379,53 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	}
 	if p.Refine > 0 {
 		_, sxq, sqq := errSums16(t, g, best, one.Div(best), ok&^mul)
-		act := ok
-		for range p.Refine {
-			act &= sqq.NotEqual(zero).ToBits()
-			if act == 0 {
-				break
-			}
-			s := roundBF16x16(sxq.Div(sqq))
-			act &^= s.Equal(best).Or(s.LessEqual(zero)).ToBits()
-			if act == 0 {
-				break
-			}
-			e, sxq2, sqq2 := errSums16(t, g, s, one.Div(s), 0)
-			act &= e.Less(bestE).ToBits()
-			w := archsimd.Mask32x16FromBits(act)
-			bestE, best = e.Merge(bestE, w), s.Merge(best, w)
-			sxq, sqq = sxq2.Merge(sxq, w), sqq2.Merge(sqq, w)
-			mul |= act
-		}
+		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
+			return errSums16(t, g, s, one.Div(s), 0)
+		})
 	}
 	best.StoreSlice(res.best[:])
 	res.div = ok &^ mul
+}
+
+// batchRTN returns the absolute maximum a and the RTN scale sR of the sixteen transposed
+// groups of t, the lanes whose values are finite with a non-zero sR (quantGroup's RTN groups)
+// and of those the lanes that SearchMSE searches (a ≥ TinyAbsMax).
+func batchRTN(t []float32, g int) (a, sR archsimd.Float32x16, scaled, searched uint16) {
+	m := archsimd.BroadcastUint32x16(0)
+	abs := archsimd.BroadcastUint32x16(0x7fffffff)
+	for j := range g {
+		m = m.Max(ld16(t, j).AsUint32x16().And(abs))
+	}
+	finite := m.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
+	a = m.AsFloat32x16()
+	sR = roundBF16x16(a.Div(bc16(7.5)))
+	rtn := finite.And(sR.NotEqual(bc16(0)))
+	return a, sR, rtn.ToBits(), rtn.And(a.GreaterEqual(bc16(TinyAbsMax))).ToBits()
+}
+
+// refine16 is the least-squares refinement of search (and searchWeighted, with sums its
+// weighted sums) in the lanes of ok: up to n times s ← bf16(Σx·q/Σq²), from the sums sxq and
+// sqq of the best scale, taken where its error is strictly below bestE; a lane stops where the
+// scalar loop breaks. It returns the best scales and mul with the lanes that took one set.
+func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, sums func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16)) (archsimd.Float32x16, uint16) {
+	zero := bc16(0)
+	act := ok
+	for range n {
+		act &= sqq.NotEqual(zero).ToBits()
+		if act == 0 {
+			break
+		}
+		s := roundBF16x16(sxq.Div(sqq))
+		act &^= s.Equal(best).Or(s.LessEqual(zero)).ToBits()
+		if act == 0 {
+			break
+		}
+		e, sxq2, sqq2 := sums(s)
+		act &= e.Less(bestE).ToBits()
+		w := archsimd.Mask32x16FromBits(act)
+		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
+		sxq, sqq = sxq2.Merge(sxq, w), sqq2.Merge(sqq, w)
+		mul |= act
+	}
+	return best, mul
 }

@@ -1,0 +1,251 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+	"unsafe"
+
+	"pdq/internal/floatcodec"
+)
+
+// The activation-weighted search (searchWeighted) of sixteen groups at once, as
+// search16_avx512.go does the plain one: lane l of every vector is group k0+l, its column
+// weights transposed beside its values, and every step of searchWeighted runs on all sixteen
+// lanes with the scalar comparisons as lane masks. A lane follows the candidate sequence its
+// group's weights select (the plain candidates when they are all equal, else the coarse and
+// fine stages), so a batch may run both sequences, each masked to its lanes. The candidates'
+// errors are summed alone; Σw·x·q and Σw·q², which only the refinement needs, are summed for the
+// best scale once the candidates are done (the same operations on the same scale and levels, so
+// the same bits as the scalar loop's running copies).
+
+// callQuantBatchesWeighted quantizes whole batches of sixteen groups with the batched weighted
+// search where it applies (AVX-512, SearchMSE, unsigned scales, groups of at most
+// maxBatchGroup) and returns how many groups it did.
+func callQuantBatchesWeighted(out Int4Out, src []float32, ng, cols int, p *Int4Params, d []float32) (int, error) {
+	if lp != &avx512Loops || noBatchSearch || p.Signed || p.Search != SearchMSE || p.GroupSize > maxBatchGroup {
+		return 0, nil
+	}
+	return quantBatchesWeightedAVX512(out, src, ng, cols, p, d)
+}
+
+// quantBatchesWeightedAVX512 is quantBatchesAVX512 for QuantizeInt4Weighted: groups that
+// quantGroupWeighted treats apart (non-finite, zero or tiny scale) take the per-group path.
+func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int4Params, d []float32) (int, error) {
+	g := p.GroupSize
+	gpr := cols / g
+	var t, tw, q, wbuf [batchGroups * maxBatchGroup]float32
+	var w [batchGroups * maxBatchGroup / 8]uint32
+	n := batchGroups * g
+	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
+	// When every batch lies in one row, the batches of a row position share their weights:
+	// those of the whole row are transposed once, position by position.
+	var twRow []float32
+	if gpr%batchGroups == 0 && ng > gpr {
+		twRow = make([]float32, cols)
+		for c0 := 0; c0 < cols; c0 += n {
+			transpose16(twRow[c0:c0+n], d[c0:c0+n], g)
+		}
+	}
+	var res batchResult
+	k0 := 0
+	for ; k0+batchGroups <= ng; k0 += batchGroups {
+		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
+		if twRow != nil {
+			c0 := (k0 % gpr) * g
+			twr = twRow[c0 : c0+n]
+		} else {
+			transpose16(twr, batchWeights(wbuf[:n], d, k0, gpr, g), g)
+		}
+		searchBatchWeighted(&res, tr, twr, g, p)
+		var st batchStats
+		if res.ok != 0 {
+			packBatch(&st, tr, qr, wr, g, &res)
+		}
+		for l := range batchGroups {
+			k := k0 + l
+			var s float32
+			if res.ok>>l&1 != 0 {
+				s = res.best[l]
+				wk := words[k*g/8 : (k+1)*g/8]
+				for i := range wk {
+					wk[i] = wr[batchGroups*i+l]
+				}
+				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
+				if res.div>>l&1 == 0 {
+					out.Stats[k].RTNErr = res.rtnErr[l]
+				}
+			} else {
+				x := src[k*g : (k+1)*g : (k+1)*g]
+				c0 := (k % gpr) * g
+				var bad int
+				s, out.Stats[k], bad = quantGroupWeighted(out.Packed[k*g/2:(k+1)*g/2], x, d[c0:c0+g:c0+g], p)
+				if bad >= 0 {
+					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+				}
+			}
+			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+		}
+	}
+	return k0, nil
+}
+
+// batchWeights returns the column weights of groups k0..k0+15 one after another: a slice of d
+// when they lie in one row, else copied into buf.
+func batchWeights(buf, d []float32, k0, gpr, g int) []float32 {
+	c0 := (k0 % gpr) * g
+	if c0+len(buf) <= len(d) {
+		return d[c0 : c0+len(buf)]
+	}
+	for l := range batchGroups {
+		c := ((k0 + l) % gpr) * g
+		copy(buf[l*g:(l+1)*g], d[c:c+g])
+	}
+	return buf
+}
+
+// searchBatchWeighted runs quantGroupWeighted's checks and searchWeighted (SearchMSE, unsigned
+// scales) on the sixteen transposed groups of t with their transposed weights tw. res.rtnErr
+// holds the unweighted error of the RTN scale, the RTNErr of the lanes that leave it.
+func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params) {
+	zero, one := bc16(0), bc16(1)
+	a, sR, _, ok := batchRTN(t, g)
+	res.ok = ok
+	if ok == 0 {
+		return
+	}
+	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, zero, true)
+	rtnErr.StoreSlice(res.rtnErr[:])
+	best := sR
+	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
+	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
+	// strictly smaller; it returns those lanes.
+	try := func(s archsimd.Float32x16, keep archsimd.Mask32x16) archsimd.Mask32x16 {
+		e := wErr16(t, tw, g, s, one.Div(s))
+		w := keep.And(e.Less(bestE))
+		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
+		mul |= w.ToBits()
+		return w
+	}
+	// Lanes whose weights are all equal try the plain candidates.
+	var unequal uint16
+	if len(p.WPos) > 0 {
+		w0 := ld16(tw, 0)
+		ne := archsimd.Mask32x16FromBits(0)
+		for j := 1; j < g; j++ {
+			ne = ne.Or(ld16(tw, j).NotEqual(w0))
+		}
+		unequal = ne.ToBits() & ok
+	}
+	if plain := ok &^ unequal; plain != 0 {
+		lanes := archsimd.Mask32x16FromBits(plain)
+		prev := zero
+		for _, k := range p.Pos {
+			s := roundBF16x16(a.Mul(bc16(k)))
+			keep := s.NotEqual(prev).And(s.NotEqual(sR))
+			prev = s.Merge(prev, keep)
+			if keep = keep.And(lanes); keep.ToBits() != 0 {
+				try(s, keep)
+			}
+		}
+	}
+	if unequal != 0 {
+		lanes := archsimd.Mask32x16FromBits(unequal)
+		prev := zero
+		kBest := bc16(float32(1 / 7.5))
+		for _, k := range p.WPos {
+			s := roundBF16x16(a.Mul(bc16(k)))
+			keep := s.NotEqual(prev).And(s.NotEqual(sR))
+			prev = s.Merge(prev, keep)
+			if keep = keep.And(lanes); keep.ToBits() != 0 {
+				kBest = bc16(k).Merge(kBest, try(s, keep))
+			}
+		}
+		for i := 1; i <= p.WFineN; i++ {
+			step := bc16(float32(float32(i) * p.WFine))
+			for _, k := range [2]archsimd.Float32x16{kBest.Sub(step), kBest.Add(step)} {
+				s := roundBF16x16(a.Mul(k))
+				keep := lanes.And(s.Greater(zero)).And(s.NotEqual(best)).And(s.NotEqual(sR))
+				if keep.ToBits() != 0 {
+					try(s, keep)
+				}
+			}
+		}
+	}
+	if p.Refine > 0 {
+		if mul != 0 {
+			_, xq, qq, _ := wSums16(t, tw, g, best, one.Div(best), false)
+			w := archsimd.Mask32x16FromBits(mul)
+			sxq, sqq = xq.Merge(sxq, w), qq.Merge(sqq, w)
+		}
+		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
+			e, xq, qq, _ = wSums16(t, tw, g, s, one.Div(s), false)
+			return e, xq, qq
+		})
+	}
+	best.StoreSlice(res.best[:])
+	res.div = ok &^ mul
+}
+
+// wErr16 is wSums' weighted error alone, for each lane's group with scale s and reciprocal
+// inv, summed four spec lanes at a time as errMul16 is.
+func wErr16(t, tw []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
+	lo, hi := bc16(-8), bc16(7)
+	return wErrHalf16(t, tw, g, 0, s, inv, lo, hi).Add(wErrHalf16(t, tw, g, 4, s, inv, lo, hi))
+}
+
+// wErrHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr16's accumulators, o = off. The
+// clamp bounds lo and hi come as arguments, so that they stay in registers for the loop.
+func wErrHalf16(t, tw []float32, g, off int, s, inv, lo, hi archsimd.Float32x16) archsimd.Float32x16 {
+	var e0, e1, e2, e3 archsimd.Float32x16
+	lv := func(v archsimd.Float32x16) archsimd.Float32x16 {
+		return v.Mul(inv).Max(lo).Min(hi).RoundToEvenScaled(0)
+	}
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4(t, j)
+		w0, w1, w2, w3 := rows4(tw, j)
+		e0 = e0.Add(w0.Mul(sq16(v0, lv(v0), s)))
+		e1 = e1.Add(w1.Mul(sq16(v1, lv(v1), s)))
+		e2 = e2.Add(w2.Mul(sq16(v2, lv(v2), s)))
+		e3 = e3.Add(w3.Mul(sq16(v3, lv(v3), s)))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
+// wSums16 is wSums for each lane (div: the RTN levels x/s, else x·inv), and also returns the
+// unweighted error Σ(x−q·s)² of the same levels (errDiv's sum when div is set). The sums run
+// two spec lanes at a time, to keep their accumulators in registers.
+func wSums16(t, tw []float32, g int, s, inv archsimd.Float32x16, div bool) (e, xq, qq, eu archsimd.Float32x16) {
+	e0, x0, q0, u0 := wSumsPair16(t, tw, g, 0, s, inv, div)
+	e1, x1, q1, u1 := wSumsPair16(t, tw, g, 2, s, inv, div)
+	e2, x2, q2, u2 := wSumsPair16(t, tw, g, 4, s, inv, div)
+	e3, x3, q3, u3 := wSumsPair16(t, tw, g, 6, s, inv, div)
+	return e0.Add(e1).Add(e2.Add(e3)), x0.Add(x1).Add(x2.Add(x3)), q0.Add(q1).Add(q2.Add(q3)), u0.Add(u1).Add(u2.Add(u3))
+}
+
+// wSumsPair16 returns a_o + a_(o+1) of wSums16's four sums, o = off. The products are rounded
+// one at a time as wSums rounds them: w·(d·d), (w·x)·q and (w·q)·q.
+func wSumsPair16(t, tw []float32, g, off int, s, inv archsimd.Float32x16, div bool) (e, xq, qq, eu archsimd.Float32x16) {
+	var ea, eb, xa, xb, qa, qb, ua, ub archsimd.Float32x16
+	for j := off; j < g; j += 8 {
+		b := (*[2 * batchGroups]float32)(t[batchGroups*j:])
+		c := (*[2 * batchGroups]float32)(tw[batchGroups*j:])
+		va, vb := archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
+		wa, wb := archsimd.LoadFloat32x16((*[16]float32)(c[0:])), archsimd.LoadFloat32x16((*[16]float32)(c[16:]))
+		var fa, fb archsimd.Float32x16
+		if div {
+			fa, fb = va.Div(s), vb.Div(s)
+		} else {
+			fa, fb = va.Mul(inv), vb.Mul(inv)
+		}
+		qva, qvb := level16(fa), level16(fb)
+		da, db := sq16(va, qva, s), sq16(vb, qvb, s)
+		ea, eb = ea.Add(wa.Mul(da)), eb.Add(wb.Mul(db))
+		ua, ub = ua.Add(da), ub.Add(db)
+		xa, xb = xa.Add(wa.Mul(va).Mul(qva)), xb.Add(wb.Mul(vb).Mul(qvb))
+		qa, qb = qa.Add(wa.Mul(qva).Mul(qva)), qb.Add(wb.Mul(qvb).Mul(qvb))
+	}
+	return ea.Add(eb), xa.Add(xb), qa.Add(qb), ua.Add(ub)
+}
