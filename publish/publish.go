@@ -217,6 +217,12 @@ func removeLoserObjects(ctx context.Context, st store.Store, content string, log
 	}
 }
 
+// limitStore bounds the requests in flight on st: parallel transfers (parts up, ranges down)
+// and as many other requests (see store.Limit).
+func limitStore(st store.Store, parallel int) store.Store {
+	return store.Limit(st, store.Limits{Transfer: parallel, Meta: parallel})
+}
+
 // compressible says whether --compress applies to a file.
 func compressible(path string) bool { return strings.HasSuffix(path, ".safetensors") }
 
@@ -244,6 +250,7 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	st = limitStore(st, opts.Parallel)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("publish: %s is not a directory", dir)
 	}
@@ -281,7 +288,7 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	}
 	content := contentSHA256(entries)
 
-	up := &uploader{st: st, sem: par.NewSem(opts.Parallel), tempSlots: par.NewSem(2),
+	up := &uploader{st: st, parallel: opts.Parallel, tempSlots: par.NewSem(2),
 		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
 	results := make([]FileResult, len(files))
 	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
