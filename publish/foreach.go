@@ -7,6 +7,8 @@ import (
 
 // forEach runs fn for 0..n-1 on up to parallel goroutines. The first error cancels the context
 // given to the others and is returned, unless ctx itself was cancelled: then ctx's error is.
+// Unlike par.ForEach the first error in time wins: the others are mostly the cancellation it
+// caused.
 func forEach(ctx context.Context, n, parallel int, fn func(ctx context.Context, i int) error) error {
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -40,8 +42,9 @@ feed:
 	}
 	close(work)
 	wg.Wait()
-	if firstErr != nil && ctx.Err() != nil {
-		return ctx.Err()
+	// A cancelled ctx may have left items unstarted: that is never success.
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	return firstErr
 }

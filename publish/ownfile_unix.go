@@ -17,3 +17,16 @@ func linkCount(fi fs.FileInfo) uint64 {
 	}
 	return 1
 }
+
+// identityOf returns what tells a file's version apart without reading it: size, modification
+// and status-change times (the latter no user can set back), inode and device.
+func identityOf(fi fs.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{
+		Size: fi.Size(), ModNs: fi.ModTime().UnixNano(), ChangeNs: st.Ctim.Nano(),
+		Inode: uint64(st.Ino), Device: uint64(st.Dev),
+	}, true
+}

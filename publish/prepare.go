@@ -28,6 +28,8 @@ type sums struct {
 	sha256   string
 	partSize int64
 	crcs     []uint32 // one per part; one (of nothing) for an empty file
+	// id is the file's identity while it was read (nil: unknown, or it changed meanwhile).
+	id *fileID
 }
 
 // partSizeFor returns the part size to use for a file: the requested one, raised (to a whole MiB)
@@ -88,7 +90,31 @@ func hashFile(ctx context.Context, path string, partSize int64) (sums, error) {
 		return sums{}, fmt.Errorf("publish: %s changed size while being read (%d, then %d bytes)", path, s.size, total)
 	}
 	s.sha256 = hex.EncodeToString(h.Sum(nil))
+	if after, err := f.Stat(); err == nil {
+		before, ok1 := identityOf(fi)
+		now, ok2 := identityOf(after)
+		if ok1 && ok2 && before == now {
+			s.id = &now
+		}
+	}
 	return s, nil
+}
+
+// fileSums returns the sums of a file to publish: from the record when the file is the one
+// recorded (no byte read), otherwise from a hash pass, which is then recorded.
+func fileSums(ctx context.Context, f localFile, partSize int64, rec *sumsRecord) (s sums, read bool, err error) {
+	if fi, err := os.Stat(f.local); err == nil {
+		if s, ok := rec.lookup(f.path, fi, partSize); ok {
+			return s, false, nil
+		}
+	}
+	if s, err = hashFile(ctx, f.local, partSize); err != nil {
+		return sums{}, true, err
+	}
+	if s.id != nil {
+		rec.add(f.path, *s.id, s)
+	}
+	return s, true, nil
 }
 
 // partLen returns the length of part i (0-based).

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"pdq/internal/par"
@@ -59,6 +60,10 @@ type Options struct {
 	OnPart func(key string, part int32)
 	// Log receives progress details (default slog.Default()).
 	Log *slog.Logger
+	// SumsRecord, if set, is a file that keeps each file's SHA-256 and part CRC32Cs with its
+	// identity (size, mtime, ctime, inode, device), so that a later publish of the unchanged
+	// file does not read it to hash it (DefaultSumsRecord gives pdq publish's place for it).
+	SumsRecord string
 }
 
 // FileResult says what happened to one file.
@@ -77,15 +82,18 @@ type FileResult struct {
 
 // Result summarises a publish.
 type Result struct {
-	URL         string       `json:"url"`
-	Files       []FileResult `json:"files"`
-	Size        int64        `json:"size"`
-	StoredSize  int64        `json:"stored_size"`
-	BytesSent   int64        `json:"bytes_sent"`
-	PartsSent   int          `json:"parts_sent"`
-	PartsReused int          `json:"parts_reused"`
-	Seconds     float64      `json:"seconds"`
-	Manifest    *Manifest    `json:"manifest"`
+	URL        string       `json:"url"`
+	Files      []FileResult `json:"files"`
+	Size       int64        `json:"size"`
+	StoredSize int64        `json:"stored_size"`
+	// BytesHashed counts the bytes read to hash files: those of files a sums record vouched for
+	// (Options.SumsRecord) are not.
+	BytesHashed int64     `json:"bytes_hashed"`
+	BytesSent   int64     `json:"bytes_sent"`
+	PartsSent   int       `json:"parts_sent"`
+	PartsReused int       `json:"parts_reused"`
+	Seconds     float64   `json:"seconds"`
+	Manifest    *Manifest `json:"manifest"`
 }
 
 // localFile is a file to publish.
@@ -217,6 +225,12 @@ func removeLoserObjects(ctx context.Context, st store.Store, content string, log
 	}
 }
 
+// limitStore bounds the requests in flight on st: parallel transfers (parts up, ranges down)
+// and as many other requests (see store.Limit).
+func limitStore(st store.Store, parallel int) store.Store {
+	return store.Limit(st, store.Limits{Transfer: parallel, Meta: parallel})
+}
+
 // compressible says whether --compress applies to a file.
 func compressible(path string) bool { return strings.HasSuffix(path, ".safetensors") }
 
@@ -244,6 +258,7 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	st = limitStore(st, opts.Parallel)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("publish: %s is not a directory", dir)
 	}
@@ -267,21 +282,28 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 
 	// Every file is hashed first: the checkpoint's content hash names the folder its objects go
 	// to, so publishers of different content never write to the same key.
+	// Files unchanged since an earlier publish recorded their sums are not read for it.
+	rec := loadSums(opts.SumsRecord, opts.Log)
 	hashed := make([]sums, len(files))
 	entries := make([]File, len(files))
+	var bytesHashed atomic.Int64
 	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
-		s, err := hashFile(ctx, files[i].local, opts.PartSize)
+		s, read, err := fileSums(ctx, files[i], opts.PartSize, rec)
 		hashed[i] = s
 		entries[i] = File{Path: files[i].path, Size: s.size, SHA256: s.sha256}
+		if read {
+			bytesHashed.Add(s.size)
+		}
 		opts.Progress.Add(s.size)
 		return err
 	})
+	rec.save(opts.Log)
 	if err != nil {
 		return nil, err
 	}
 	content := contentSHA256(entries)
 
-	up := &uploader{st: st, sem: par.NewSem(opts.Parallel), tempSlots: par.NewSem(2),
+	up := &uploader{st: st, parallel: opts.Parallel, tempSlots: par.NewSem(2),
 		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
 	results := make([]FileResult, len(files))
 	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
@@ -321,7 +343,7 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 		return nil, fmt.Errorf("publish: write %s: %w", ManifestKey, err)
 	}
 
-	res := &Result{URL: st.String(), Files: results, BytesSent: up.bytesSent.Load(), Manifest: m}
+	res := &Result{URL: st.String(), Files: results, BytesHashed: bytesHashed.Load(), BytesSent: up.bytesSent.Load(), Manifest: m}
 	for _, r := range results {
 		res.Size += r.Size
 		res.StoredSize += r.StoredSize

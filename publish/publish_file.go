@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 
@@ -79,6 +80,10 @@ func (u *uploader) uploadOrAdopt(ctx context.Context, key, local string, s sums,
 		var st sendStats
 		if st, err = u.upload(ctx, key, local, s, md); err == nil || ctx.Err() != nil {
 			return st, err
+		}
+		if errors.Is(err, store.ErrChecksum) {
+			// The bytes read now are not those hashed: sending them again cannot help.
+			return sendStats{}, fmt.Errorf("publish: %s changed after it was hashed (or since the sums record saw it): %w", quote(local), err)
 		}
 		info, serr := u.st.Stat(ctx, key)
 		if serr == nil && info.Size == s.size && info.Metadata[metaSHA256] == md[metaSHA256] &&

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"pdq/internal/par"
 	"pdq/publish/store"
 	"pdq/publish/zipnn"
 )
@@ -78,7 +77,7 @@ type PullResult struct {
 type puller struct {
 	st       store.Store
 	root     *os.Root
-	sem      par.Sem
+	parallel int // ranges of one file handed to the store at once
 	partSize int64
 	progress Progress
 	log      *slog.Logger
@@ -105,6 +104,7 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	st = limitStore(st, opts.Parallel)
 	m, raw, err := ReadManifest(ctx, st)
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	if err := prepareState(root, raw); err != nil {
 		return nil, err
 	}
-	p := &puller{st: st, root: root, sem: par.NewSem(opts.Parallel), partSize: opts.PartSize,
+	p := &puller{st: st, root: root, parallel: opts.Parallel, partSize: opts.PartSize,
 		progress: opts.Progress, log: opts.Log, onRange: opts.OnRange}
 	var total int64
 	for _, f := range m.Files {

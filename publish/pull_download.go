@@ -76,51 +76,38 @@ func (p *puller) fetchAll(ctx context.Context, f File, out, logf *os.File, done 
 	}
 	n := int((f.StoredSize + p.partSize - 1) / p.partSize)
 	var (
-		wg              sync.WaitGroup
 		mu              sync.Mutex
-		firstErr        error
+		todo            []int
 		fetched, reused int
 		bytes           int64
 	)
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	rangeLen := func(i int) int64 { return min(p.partSize, f.StoredSize-int64(i)*p.partSize) }
 	for i := range n {
-		off := int64(i) * p.partSize
-		ln := min(p.partSize, f.StoredSize-off)
 		if done[i] {
 			reused++
-			p.progress.Add(ln)
+			p.progress.Add(rangeLen(i))
 			continue
 		}
-		if p.sem.Acquire(pctx) != nil {
-			break
+		todo = append(todo, i)
+	}
+	err := forEach(ctx, len(todo), p.parallel, func(ctx context.Context, k int) error {
+		i := todo[k]
+		off, ln := int64(i)*p.partSize, rangeLen(i)
+		if err := p.fetchRange(ctx, f.Key, out, off, ln); err != nil {
+			return err
 		}
-		wg.Go(func() {
-			defer p.sem.Release()
-			err := p.fetchRange(pctx, f.Key, out, off, ln)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-					cancel()
-				}
-				return
-			}
-			fetched++
-			bytes += ln
-			fmt.Fprintf(logf, "%d\n", i)
-			if p.onRange != nil {
-				p.onRange(f.Key, i)
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		firstErr = ctx.Err()
-	}
-	if firstErr != nil {
-		return fetched, reused, bytes, firstErr
+		mu.Lock()
+		defer mu.Unlock()
+		fetched++
+		bytes += ln
+		fmt.Fprintf(logf, "%d\n", i)
+		if p.onRange != nil {
+			p.onRange(f.Key, i)
+		}
+		return nil
+	})
+	if err != nil {
+		return fetched, reused, bytes, err
 	}
 	if err := out.Sync(); err != nil {
 		return fetched, reused, bytes, fmt.Errorf("publish: %w", err)

@@ -37,8 +37,8 @@ func (noProgress) Add(int64) {}
 // at once, each with its CRC32C. An interrupted multipart upload is resumed: the parts the store
 // already holds with the right size and CRC32C are kept and only the others are sent.
 type uploader struct {
-	st       store.Store
-	sem      par.Sem // bounds the requests in flight, across files
+	st       store.Store // limited: it bounds the requests in flight, across files
+	parallel int         // parts of one file handed to the store at once
 	progress Progress
 	onPart   func(key string, part int32)
 	log      *slog.Logger
@@ -54,10 +54,6 @@ type sendStats struct {
 	resumed                bool
 }
 
-func (u *uploader) acquire(ctx context.Context) error { return u.sem.Acquire(ctx) }
-
-func (u *uploader) release() { u.sem.Release() }
-
 // upload stores the local file (described by s) under key with metadata md.
 func (u *uploader) upload(ctx context.Context, key, local string, s sums, md map[string]string) (sendStats, error) {
 	f, err := safetensors.OpenRegular(local)
@@ -66,10 +62,6 @@ func (u *uploader) upload(ctx context.Context, key, local string, s sums, md map
 	}
 	defer f.Close()
 	if len(s.crcs) <= 1 {
-		if err := u.acquire(ctx); err != nil {
-			return sendStats{}, err
-		}
-		defer u.release()
 		err := u.st.Put(ctx, key, io.NewSectionReader(f, 0, s.size), s.size,
 			store.PutOptions{Metadata: md, CRC32C: s.crcs[0], HasCRC32C: true})
 		if err != nil {
@@ -136,51 +128,26 @@ func (u *uploader) multipart(ctx context.Context, key string, f *os.File, s sums
 		u.log.Info("resuming upload", "key", key, "parts_kept", st.partsReused, "parts_to_send", len(todo))
 	}
 
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			cancel()
-		}
-		mu.Unlock()
-	}
-	for _, i := range todo {
-		if err := u.acquire(pctx); err != nil {
-			fail(err)
-			break
-		}
-		wg.Go(func() {
-			defer u.release()
-			off, n := int64(i)*s.partSize, s.partLen(i)
-			p, err := u.st.UploadPart(pctx, key, id, int32(i+1), io.NewSectionReader(f, off, n), n, s.crcs[i])
-			if err != nil {
-				if errors.Is(err, store.ErrNotExist) && st.resumed {
-					err = fmt.Errorf("%w: %v", errRestart, err)
-				}
-				fail(err)
-				return
+	err := forEach(ctx, len(todo), u.parallel, func(ctx context.Context, k int) error {
+		i := todo[k]
+		off, n := int64(i)*s.partSize, s.partLen(i)
+		p, err := u.st.UploadPart(ctx, key, id, int32(i+1), io.NewSectionReader(f, off, n), n, s.crcs[i])
+		if err != nil {
+			if errors.Is(err, store.ErrNotExist) && st.resumed {
+				err = fmt.Errorf("%w: %v", errRestart, err)
 			}
-			parts[i] = p
-			u.bytesSent.Add(n)
-			u.progress.Add(n)
-			if u.onPart != nil {
-				u.onPart(key, int32(i+1))
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
+			return err
 		}
-		return st, firstErr
+		parts[i] = p
+		u.bytesSent.Add(n)
+		u.progress.Add(n)
+		if u.onPart != nil {
+			u.onPart(key, int32(i+1))
+		}
+		return nil
+	})
+	if err != nil {
+		return st, err
 	}
 	st.partsSent = len(todo)
 	if err := u.st.CompleteMultipart(ctx, key, id, parts, store.PutOptions{}); err != nil {

@@ -132,7 +132,7 @@ func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOpti
 	prog := o.progress("publish")
 	opts := publish.Options{
 		Source: o.source, ToolVersion: version, Parallel: o.parallel, PartSize: o.partSize,
-		Compress: o.compress, Report: findReport(dir, o.report),
+		Compress: o.compress, Report: findReport(dir, o.report), SumsRecord: publish.DefaultSumsRecord(dir),
 	}
 	if prog != nil {
 		opts.Progress = prog

@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"sync"
+
+	"pdq/internal/par"
 )
 
 // readTable reads and checks the header and table from r, growing its buffer as bytes arrive
@@ -48,10 +50,7 @@ func Decompress(ctx context.Context, dst io.Writer, src io.Reader, opts Options)
 		return 0, fmt.Errorf("%w: container holds %d bytes, expected %d", ErrFormat, h.rawSize, opts.Size)
 	}
 	workers := opts.workers()
-	type job struct {
-		payload, raw []byte
-		err          error
-	}
+	type job struct{ payload, raw []byte }
 	batch := make([]job, 4*workers)
 	coders := make(chan *coder, workers)
 	for range workers {
@@ -73,24 +72,20 @@ func Decompress(ctx context.Context, dst io.Writer, src io.Reader, opts Options)
 				return written, fmt.Errorf("%w: chunk %d: %v", ErrFormat, first+i, err)
 			}
 		}
-		var wg sync.WaitGroup
-		for i := range n {
-			e, j, idx := es[first+i], &batch[i], first+i
+		err := par.ForEach(ctx, n, workers, func(i int) error {
+			e, j := es[first+i], &batch[i]
 			c := <-coders
-			wg.Go(func() {
-				defer func() { coders <- c }()
-				if cap(j.raw) < MaxChunk {
-					j.raw = make([]byte, MaxChunk)
-				}
-				j.raw = j.raw[:e.rawLen]
-				j.err = decodeChunk(c, j.raw, j.payload, e, idx)
-			})
-		}
-		wg.Wait()
-		for i := range n {
-			if batch[i].err != nil {
-				return written, batch[i].err
+			defer func() { coders <- c }()
+			if cap(j.raw) < MaxChunk {
+				j.raw = make([]byte, MaxChunk)
 			}
+			j.raw = j.raw[:e.rawLen]
+			return decodeChunk(c, j.raw, j.payload, e, first+i)
+		})
+		if err != nil {
+			return written, err
+		}
+		for i := range n {
 			m, err := dst.Write(batch[i].raw)
 			written += int64(m)
 			if err != nil {

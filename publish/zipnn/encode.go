@@ -6,7 +6,8 @@ import (
 	"hash/crc32"
 	"io"
 	"runtime"
-	"sync"
+
+	"pdq/internal/par"
 )
 
 // Kind says how a segment of the original bytes is coded.
@@ -114,7 +115,6 @@ type slot struct {
 	raw, payload []byte
 	e            entry
 	kind         Kind
-	err          error
 }
 
 // Compress writes the container of the size bytes of src, coded by plan, to dst (header and table
@@ -142,34 +142,27 @@ func Compress(ctx context.Context, dst io.WriterAt, src io.ReaderAt, size int64,
 		coders <- newCoder()
 	}
 	for first := 0; first < len(chunks); first += len(batch) {
-		if err := ctx.Err(); err != nil {
-			return Stats{}, err
-		}
 		n := min(len(batch), len(chunks)-first)
-		var wg sync.WaitGroup
-		for i := range n {
+		// Each chunk is coded into its own slot; they are written below in order.
+		err := par.ForEach(ctx, n, workers, func(i int) error {
 			sl, cs := &batch[i], chunks[first+i]
 			c := <-coders
-			wg.Go(func() {
-				defer func() { coders <- c }()
-				sl.err = nil
-				raw := sl.raw[:cs.n]
-				if _, err := src.ReadAt(raw, cs.off); err != nil {
-					sl.err = fmt.Errorf("zipnn: read %d bytes at %d: %w", cs.n, cs.off, err)
-					return
-				}
-				var m uint8
-				sl.payload, m = c.encode(sl.payload[:0], raw, cs.kind == KindBF16)
-				sl.kind = cs.kind
-				sl.e = entry{rawLen: uint32(cs.n), storedLen: uint32(len(sl.payload)), crc: crc32.Checksum(raw, castagnoli), method: m}
-			})
+			defer func() { coders <- c }()
+			raw := sl.raw[:cs.n]
+			if _, err := src.ReadAt(raw, cs.off); err != nil {
+				return fmt.Errorf("zipnn: read %d bytes at %d: %w", cs.n, cs.off, err)
+			}
+			var m uint8
+			sl.payload, m = c.encode(sl.payload[:0], raw, cs.kind == KindBF16)
+			sl.kind = cs.kind
+			sl.e = entry{rawLen: uint32(cs.n), storedLen: uint32(len(sl.payload)), crc: crc32.Checksum(raw, castagnoli), method: m}
+			return nil
+		})
+		if err != nil {
+			return Stats{}, err
 		}
-		wg.Wait()
 		for i := range n {
 			sl := &batch[i]
-			if sl.err != nil {
-				return Stats{}, sl.err
-			}
 			if _, err := dst.WriteAt(sl.payload, storedOff); err != nil {
 				return Stats{}, fmt.Errorf("zipnn: write: %w", err)
 			}
