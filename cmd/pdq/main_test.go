@@ -18,7 +18,17 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// publish keeps a record of file sums under the user's cache directory: the tests' go to a
+	// directory of their own, removed afterwards, never to the user's.
+	cache, err := os.MkdirTemp("", "pdq-test-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
+	code := m.Run()
+	os.RemoveAll(cache)
+	os.Exit(code)
 }
 
 // TestReviewIOErrorIsNotUsage: an operating-system error whose text contains "invalid
