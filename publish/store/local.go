@@ -22,7 +22,8 @@ import (
 // file that is fsynced and then renamed (or hard-linked, for IfNoneMatch) into place, and the
 // directory is fsynced, so a crash never leaves a partial object under its key.
 //
-// Metadata is kept in a sidecar written after the object and tied to the object's size and
+// Metadata is kept in a sidecar written just before the object is renamed into place (both under
+// the store's metadata lock, which Stat takes too) and tied to the object's size and
 // modification time: an object changed behind the store's back loses its metadata rather than
 // keeping a checksum that no longer describes it.
 type Local struct {
@@ -83,6 +84,12 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, fmt.Errorf("store: stat %s: %w", key, err)
 	}
 	info := Info{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), Metadata: map[string]string{}}
+	unlock := l.lockMeta()
+	defer unlock()
+	if fi, err = os.Stat(l.path(key)); err != nil || !fi.Mode().IsRegular() { // again, under the lock
+		return Info{}, fmt.Errorf("%w: %s", ErrNotExist, key)
+	}
+	info.Size, info.ModTime = fi.Size(), fi.ModTime()
 	if b, err := safetensors.ReadRegularFile(l.state("meta", filepath.FromSlash(key)), maxSidecar); err == nil {
 		var sc sidecar
 		if json.Unmarshal(b, &sc) == nil && sc.Size == fi.Size() && sc.ModNano == fi.ModTime().UnixNano() {
@@ -136,39 +143,47 @@ func (l *Local) commit(tmp *os.File, key string, opts PutOptions) error {
 		return fmt.Errorf("store: put %s: %w", key, err)
 	}
 	meta := l.state("meta", filepath.FromSlash(key))
+	// The sidecar is written first, tied to the temporary file's size and time (a rename or link
+	// keeps both), so the object never appears without its metadata; a crash between the two
+	// leaves a sidecar that matches no object.
+	var sc []byte
+	if len(opts.Metadata) > 0 {
+		fi, err := os.Stat(tmp.Name())
+		if err != nil {
+			return fmt.Errorf("store: put %s: %w", key, err)
+		}
+		if sc, err = json.Marshal(sidecar{Size: fi.Size(), ModNano: fi.ModTime().UnixNano(), Metadata: opts.Metadata}); err != nil {
+			return fmt.Errorf("store: put %s: %w", key, err)
+		}
+	}
+	unlock := l.lockMeta()
+	defer unlock()
 	if opts.IfNoneMatch {
-		// A hard link fails if the name exists: an atomic create-if-absent.
+		if _, err := os.Lstat(dst); err == nil {
+			return fmt.Errorf("%w: %s", ErrExists, key)
+		}
+	}
+	if sc != nil {
+		if err := l.writeFileAtomic(meta, sc); err != nil {
+			return fmt.Errorf("store: put %s: metadata: %w", key, err)
+		}
+	} else if err := os.Remove(meta); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store: put %s: %w", key, err) // old metadata must not describe new bytes
+	}
+	if opts.IfNoneMatch {
+		// A hard link fails if the name exists: an atomic create-if-absent, also against
+		// writers that take no lock.
 		if err := os.Link(tmp.Name(), dst); err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return fmt.Errorf("%w: %s", ErrExists, key)
 			}
 			return fmt.Errorf("store: put %s: %w", key, err)
 		}
-	} else {
-		// Drop the old sidecar first: a crash must not leave old metadata on new bytes.
-		if err := os.Remove(meta); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("store: put %s: %w", key, err)
-		}
-		if err := os.Rename(tmp.Name(), dst); err != nil {
-			return fmt.Errorf("store: put %s: %w", key, err)
-		}
+	} else if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("store: put %s: %w", key, err)
 	}
 	if err := syncDir(filepath.Dir(dst)); err != nil {
 		return fmt.Errorf("store: put %s: %w", key, err)
-	}
-	if len(opts.Metadata) == 0 {
-		return nil
-	}
-	fi, err := os.Stat(dst)
-	if err != nil {
-		return fmt.Errorf("store: put %s: %w", key, err)
-	}
-	b, err := json.Marshal(sidecar{Size: fi.Size(), ModNano: fi.ModTime().UnixNano(), Metadata: opts.Metadata})
-	if err != nil {
-		return fmt.Errorf("store: put %s: %w", key, err)
-	}
-	if err := l.writeFileAtomic(meta, b); err != nil {
-		return fmt.Errorf("store: put %s: metadata: %w", key, err)
 	}
 	return nil
 }

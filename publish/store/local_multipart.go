@@ -121,7 +121,7 @@ func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32,
 	}
 	tmp, err := os.CreateTemp(dir, "tmp-*")
 	if err != nil {
-		return Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
+		return Part{}, partErr(key, num, err)
 	}
 	defer os.Remove(tmp.Name())
 	crc, err := copyExact(ctx, tmp, r, size)
@@ -142,7 +142,7 @@ func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32,
 		os.Remove(o)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, fmt.Sprintf("p%05d.%08x", num, crc))); err != nil {
-		return Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
+		return Part{}, partErr(key, num, err)
 	}
 	return Part{Number: num, Size: size, ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true}, nil
 }
@@ -270,4 +270,13 @@ func (l *Local) AbortMultipart(ctx context.Context, key, uploadID string) error 
 		return fmt.Errorf("store: abort upload of %s: %w", key, err)
 	}
 	return nil
+}
+
+// partErr wraps a part's file error; a missing upload directory (the upload was completed or
+// aborted by another writer meanwhile) is ErrNotExist, as S3's NoSuchUpload is.
+func partErr(key string, num int32, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: upload %s part %d: %w", ErrNotExist, key, num, err)
+	}
+	return fmt.Errorf("store: upload %s part %d: %w", key, num, err)
 }
