@@ -14,10 +14,10 @@
 #   each ggml driver in GGML_Q4_0 with -t W: ggml's quantize_q4_0 (quantize_row_q4_0_ref; ggml-cpu's
 #   quantize_row_q4_0 is the same function on x86) on exactly the dumped values; its wall and CPU
 #   time cover the quantization alone (getrusage, clock_gettime), its float32 read is given apart
-# The summary gives each configuration's least wall time of the rounds with that run's CPU time,
-# both in ns per expert weight (the weights both tools quantize), and the ratios of pdq's wall and
-# CPU time to the fastest ggml build's at the same thread count (on a shared machine the CPU time
-# is the steadier figure). pdq does the whole decode conversion: it reads
+# The summary gives each configuration's least wall time and least CPU time over the rounds, both
+# also in ns per expert weight (the weights both tools quantize), and the ratios of pdq's to the
+# fastest ggml build's at the same thread count (on a shared machine the CPU time is the steadier
+# figure). pdq does the whole decode conversion: it reads
 # the BF16 (or FP8) source, writes the INT4 experts, the rest as BF16 and report.json, and hashes.
 #
 # The ggml driver is built outside the repository (ggml's code is not part of it):
@@ -83,21 +83,25 @@ for ((r = 1; r <= rounds; r++)); do
 	done
 done | tee "$work/runs"
 
-echo "# least wall time of $rounds rounds and that run's CPU time; ns per expert weight ($experts);"
-echo "# wall and cpu ratio: pdq over the fastest ggml build at the same thread count"
-awk -v n="$experts" '$1 != "#" { if (!($1 in best) || $3 < best[$1]) { best[$1] = $3; c[$1] = $4 } }
+echo "# least wall time of $rounds rounds, and least CPU time (user+sys) of $rounds rounds, each also in ns per"
+echo "# expert weight ($experts); x: pdq over the fastest ggml build at the same thread count"
+echo "# (pdq per source weight: its ns per expert weight times $(awk -v e="$experts" -v t="$total" 'BEGIN { printf "%.3f", e / t }'))"
+awk -v n="$experts" '$1 != "#" {
+		if (!($1 in bw) || $3 < bw[$1]) bw[$1] = $3
+		if (!($1 in bc) || $4 < bc[$1]) bc[$1] = $4
+	}
 	END {
-		for (k in best) if (k ~ /^ggml/) {
+		for (k in bw) if (k ~ /^ggml/) {
 			w = k; sub(/^ggml[0-9]*-/, "", w)
-			if (!(w in gw) || best[k] < gw[w]) gw[w] = best[k]
-			if (!(w in gc) || c[k] < gc[w]) gc[w] = c[k]
+			if (!(w in gw) || bw[k] < gw[w]) gw[w] = bw[k]
+			if (!(w in gc) || bc[k] < gc[w]) gc[w] = bc[k]
 		}
 		printf "%-14s %8s %8s %10s %10s %7s %7s\n", "config", "wall s", "cpu s", "wall ns/w", "cpu ns/w", "wall x", "cpu x"
-		for (k in best) {
+		for (k in bw) {
 			w = k; sub(/^.*-/, "", w)
 			rw = rc = "-"
-			if (k ~ /^pdq/ && (w in gw)) { rw = sprintf("%.2f", best[k] / gw[w]); rc = sprintf("%.2f", c[k] / gc[w]) }
-			printf "%-14s %8.3f %8.3f %10.3f %10.3f %7s %7s\n", k, best[k], c[k], 1e9 * best[k] / n, 1e9 * c[k] / n, rw, rc
+			if (k ~ /^pdq/ && (w in gw)) { rw = sprintf("%.2f", bw[k] / gw[w]); rc = sprintf("%.2f", bc[k] / gc[w]) }
+			printf "%-14s %8.3f %8.3f %10.3f %10.3f %7s %7s\n", k, bw[k], bc[k], 1e9 * bw[k] / n, 1e9 * bc[k] / n, rw, rc
 		}
 	}' "$work/runs" | sort
 for i in "${!drivers[@]}"; do echo "# ggml$i = ${drivers[$i]}: $(cat "$work/ggml$i.last")"; done
