@@ -23,7 +23,7 @@ var layer = map[string]int{
 	"pdq/calib": 4, "pdq/quantize/reportview": 4,
 	"pdq/quantize/convert": 5,
 	"pdq/quantize/serving": 6,
-	"pdq/cmd":              9, "pdq/tools": 9,
+	"pdq/cmd":              9, "pdq/tools": 9, "pdq/scripts": 9,
 }
 
 func layerOf(pkg string) (int, string, bool) {

@@ -1,0 +1,249 @@
+// q4_0_bench: times ggml's Q4_0 quantizer on the float32 weights written by scripts/peer/dump, for
+// scripts/peer-bench.sh. Our own driver around ggml's public quantize_q4_0 (which, without an
+// importance matrix, runs quantize_row_q4_0_ref over the rows); ggml itself is not part of this
+// repository: build it with scripts/peer/build-ggml.sh.
+//
+//   q4_0_bench [-t THREADS] FILE.f32 [FILE.f32.idx]
+//
+// FILE.f32 is read whole into memory with read(2) (timed apart as read_wall); the output buffer
+// is allocated and touched before the clock starts. The timed part is the quantization alone:
+// the tensors are cut into chunks of whole rows of at least 32*512 weights (llama.cpp's
+// llama-quantize does the same), which THREADS threads take from a shared counter. Wall time from
+// clock_gettime(CLOCK_MONOTONIC), CPU time (user+sys of the process) from getrusage. After the
+// clock stops, every tensor is dequantized with ggml's dequantize_row_q4_0 for its SQNR (the mean
+// over tensors, as pdq's summary gives it) and the output is hashed (FNV-1a 64), so that the work
+// cannot be skipped and two runs can be compared.
+//
+// Prints one line of key=value pairs.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ggml-quants.h"
+
+#define MIN_CHUNK (32 * 512)
+
+struct tensor {
+	int64_t rows, cols;
+	int64_t off; // first weight in the input
+};
+
+struct chunk {
+	int64_t row0; // first weight of the chunk in the input
+	int64_t nrow, cols;
+};
+
+static const float *input;
+static uint8_t *output;
+static struct chunk *chunks;
+static int64_t nchunks;
+static atomic_llong next_chunk;
+
+static void die(const char *what) {
+	fprintf(stderr, "q4_0_bench: %s: %s\n", what, errno ? strerror(errno) : "bad input");
+	exit(1);
+}
+
+static double now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double cpu(void) {
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+// q4_0_bytes is the size of n weights in Q4_0: 18 bytes per block of 32.
+static int64_t q4_0_bytes(int64_t n) { return n / QK4_0 * (int64_t)sizeof(block_q4_0); }
+
+static void *worker(void *arg) {
+	(void)arg;
+	for (;;) {
+		int64_t i = atomic_fetch_add(&next_chunk, 1);
+		if (i >= nchunks) {
+			return NULL;
+		}
+		const struct chunk *c = &chunks[i];
+		quantize_q4_0(input + c->row0, output + q4_0_bytes(c->row0), c->nrow, c->cols, NULL);
+	}
+}
+
+// read_index parses "rows cols name" lines into *ts and returns their number.
+static int64_t read_index(const char *path, struct tensor **ts) {
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		die(path);
+	}
+	int64_t n = 0, cap = 0, off = 0;
+	long long rows, cols;
+	char name[1024];
+	*ts = NULL;
+	while (fscanf(f, "%lld %lld %1023s", &rows, &cols, name) == 3) {
+		if (rows <= 0 || cols <= 0 || cols % QK4_0 != 0) {
+			fprintf(stderr, "q4_0_bench: %s: %s: %lldx%lld is not a matrix of whole Q4_0 blocks\n", path, name, rows, cols);
+			exit(1);
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			*ts = realloc(*ts, (size_t)cap * sizeof **ts);
+			if (!*ts) {
+				die("realloc");
+			}
+		}
+		(*ts)[n++] = (struct tensor){rows, cols, off};
+		off += rows * cols;
+	}
+	if (!feof(f) || n == 0) {
+		errno = 0;
+		die(path);
+	}
+	fclose(f);
+	return n;
+}
+
+// read_all reads n float32 values from path into a new buffer.
+static float *read_all(const char *path, int64_t n) {
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		die(path);
+	}
+	if (st.st_size != n * (int64_t)sizeof(float)) {
+		fprintf(stderr, "q4_0_bench: %s: %lld bytes, the index says %lld\n", path, (long long)st.st_size, (long long)(n * 4));
+		exit(1);
+	}
+	char *buf = malloc((size_t)st.st_size);
+	if (!buf) {
+		die("malloc");
+	}
+	for (int64_t got = 0; got < st.st_size;) {
+		ssize_t k = read(fd, buf + got, (size_t)(st.st_size - got));
+		if (k <= 0) {
+			die(path);
+		}
+		got += k;
+	}
+	close(fd);
+	return (float *)buf;
+}
+
+// plan cuts every tensor into chunks of whole rows.
+static void plan(const struct tensor *ts, int64_t nt) {
+	int64_t cap = 0;
+	for (int64_t i = 0; i < nt; i++) {
+		cap += (ts[i].rows * ts[i].cols + MIN_CHUNK - 1) / MIN_CHUNK + 1;
+	}
+	chunks = malloc((size_t)cap * sizeof *chunks);
+	if (!chunks) {
+		die("malloc");
+	}
+	for (int64_t i = 0; i < nt; i++) {
+		int64_t per = ts[i].cols >= MIN_CHUNK ? 1 : (MIN_CHUNK + ts[i].cols - 1) / ts[i].cols;
+		for (int64_t r = 0; r < ts[i].rows; r += per) {
+			int64_t nrow = ts[i].rows - r < per ? ts[i].rows - r : per;
+			chunks[nchunks++] = (struct chunk){ts[i].off + r * ts[i].cols, nrow, ts[i].cols};
+		}
+	}
+}
+
+// sqnr_mean dequantizes every tensor and returns the mean over tensors of 10*log10(Σx²/Σ(x-x̂)²).
+static double sqnr_mean(const struct tensor *ts, int64_t nt) {
+	double sum = 0;
+	float *row = NULL;
+	int64_t rowcap = 0;
+	for (int64_t i = 0; i < nt; i++) {
+		if (ts[i].cols > rowcap) {
+			rowcap = ts[i].cols;
+			row = realloc(row, (size_t)rowcap * sizeof *row);
+			if (!row) {
+				die("realloc");
+			}
+		}
+		double sx = 0, se = 0;
+		for (int64_t r = 0; r < ts[i].rows; r++) {
+			int64_t at = ts[i].off + r * ts[i].cols;
+			dequantize_row_q4_0((const block_q4_0 *)(output + q4_0_bytes(at)), row, ts[i].cols);
+			for (int64_t j = 0; j < ts[i].cols; j++) {
+				double x = input[at + j], e = x - row[j];
+				sx += x * x;
+				se += e * e;
+			}
+		}
+		sum += 10 * log10(sx / se);
+	}
+	free(row);
+	return sum / (double)nt;
+}
+
+static uint64_t fnv1a(const uint8_t *p, int64_t n) {
+	uint64_t h = 14695981039346656037ULL;
+	for (int64_t i = 0; i < n; i++) {
+		h = (h ^ p[i]) * 1099511628211ULL;
+	}
+	return h;
+}
+
+int main(int argc, char **argv) {
+	int threads = 1, opt;
+	while ((opt = getopt(argc, argv, "t:")) != -1) {
+		if (opt != 't' || (threads = atoi(optarg)) < 1) {
+			fprintf(stderr, "usage: q4_0_bench [-t THREADS] FILE.f32 [FILE.f32.idx]\n");
+			return 2;
+		}
+	}
+	if (optind != argc - 1 && optind != argc - 2) {
+		fprintf(stderr, "usage: q4_0_bench [-t THREADS] FILE.f32 [FILE.f32.idx]\n");
+		return 2;
+	}
+	const char *data = argv[optind];
+	char idx[4096];
+	snprintf(idx, sizeof idx, "%s.idx", data);
+	struct tensor *ts;
+	int64_t nt = read_index(optind + 1 < argc ? argv[optind + 1] : idx, &ts);
+	int64_t n = ts[nt - 1].off + ts[nt - 1].rows * ts[nt - 1].cols;
+
+	double t0 = now();
+	input = read_all(data, n);
+	double read_wall = now() - t0;
+	output = malloc((size_t)q4_0_bytes(n));
+	if (!output) {
+		die("malloc");
+	}
+	memset(output, 0, (size_t)q4_0_bytes(n));
+	plan(ts, nt);
+
+	pthread_t *tid = malloc((size_t)threads * sizeof *tid);
+	double c0 = cpu();
+	t0 = now();
+	for (int i = 0; i < threads; i++) {
+		if ((errno = pthread_create(&tid[i], NULL, worker, NULL)) != 0) {
+			die("pthread_create");
+		}
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(tid[i], NULL);
+	}
+	double wall = now() - t0, cpus = cpu() - c0;
+
+	printf("tool=ggml-q4_0 threads=%d tensors=%lld weights=%lld read_wall=%.3f wall=%.3f cpu=%.3f "
+	       "wall_ns_per_weight=%.3f cpu_ns_per_weight=%.3f sqnr_mean=%.3f fnv=%016llx\n",
+	       threads, (long long)nt, (long long)n, read_wall, wall, cpus, 1e9 * wall / (double)n, 1e9 * cpus / (double)n,
+	       sqnr_mean(ts, nt), (unsigned long long)fnv1a(output, q4_0_bytes(n)));
+	return 0;
+}
