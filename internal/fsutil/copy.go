@@ -9,8 +9,9 @@ import (
 )
 
 // copyChunk is the size of one read and one write of CopyAtomic: large enough that system
-// calls cost little, a multiple of every block size direct I/O asks for.
-const copyChunk = 8 << 20
+// calls cost little, small enough to stay in a core's cache between the read, the checksum and
+// the write, and a multiple of every block size direct I/O asks for.
+const copyChunk = 1 << 20
 
 // directAlign is the buffer and length alignment direct writes get (the largest logical block
 // size in common use).

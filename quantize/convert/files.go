@@ -47,7 +47,7 @@ func (r *runner) copySource(ctx context.Context) error {
 
 // copyHashed makes dst a copy of src under a temporary name, taking the CRC-32C of the bytes as
 // they pass, and renames it when complete; with link set it tries a hard link first (same
-// filesystem), then checksums the linked file. The copy stops at the next 8 MiB chunk when ctx
+// filesystem), then checksums the linked file. The copy stops at the next 1 MiB chunk when ctx
 // is cancelled; it writes around the page cache where the file system allows (fsutil.CopyAtomic).
 func copyHashed(ctx context.Context, src, dst string, link bool) (int64, uint32, error) {
 	if link {
