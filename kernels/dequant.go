@@ -6,21 +6,30 @@ import "encoding/binary"
 // element is a table lookup; the products are exact for BF16 scales and rounded once otherwise.
 func (CPU) DequantizeInt4(dst []float32, packed []byte, scales []float32, rows, cols, groupSize int) error {
 	g := groupSize
+	if err := checkInt4("destination", len(dst), len(packed), len(scales), rows, cols, g); err != nil {
+		return err
+	}
+	for k, s := range scales {
+		lut := int4LUT(s)
+		expandInt4(dst[k*g:(k+1)*g], packed[k*g/2:(k+1)*g/2], &lut)
+	}
+	return nil
+}
+
+// checkInt4 checks the lengths of an INT4 slab of rows×cols in groups of g: values (named
+// what), packed bytes and scales.
+func checkInt4(what string, values, packed, scales, rows, cols, g int) error {
 	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
 		return shapeErr("INT4 row", cols, g)
 	}
 	n := rows * cols
 	switch {
-	case len(dst) != n:
-		return shapeErr("destination", len(dst), n)
-	case len(packed) != n/2:
-		return shapeErr("packed bytes", len(packed), n/2)
-	case len(scales) != n/g:
-		return shapeErr("scales", len(scales), n/g)
-	}
-	for k, s := range scales {
-		lut := int4LUT(s)
-		expandInt4(dst[k*g:(k+1)*g], packed[k*g/2:(k+1)*g/2], &lut)
+	case values != n:
+		return shapeErr(what, values, n)
+	case packed != n/2:
+		return shapeErr("packed bytes", packed, n/2)
+	case scales != n/g:
+		return shapeErr("scales", scales, n/g)
 	}
 	return nil
 }

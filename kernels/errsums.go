@@ -126,17 +126,8 @@ type ErrAccumulator struct {
 // levels with float32 group scales, as ErrorSumsInt4 takes them.
 func (e *ErrAccumulator) AddInt4(ref []float32, packed []byte, scales []float32, rows, cols, groupSize int) error {
 	g := groupSize
-	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
-		return shapeErr("INT4 row", cols, g)
-	}
-	n := rows * cols
-	switch {
-	case len(ref) != n:
-		return shapeErr("reference", len(ref), n)
-	case len(packed) != n/2:
-		return shapeErr("packed bytes", len(packed), n/2)
-	case len(scales) != n/g:
-		return shapeErr("scales", len(scales), n/g)
+	if err := checkInt4("reference", len(ref), len(packed), len(scales), rows, cols, g); err != nil {
+		return err
 	}
 	if !e.set {
 		e.a, e.set = newErrAcc(), true
