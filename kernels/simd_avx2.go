@@ -309,9 +309,11 @@ func (v *errVec) run(ref, got []float32, i0, i1 archsimd.Float64x4) (archsimd.Fl
 
 var laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
 
+// errLanesAVX2 takes the first eight elements of a slice through the scalar step (as it does
+// elements off the lane boundary), so that a NaN first element of a lane stays its maximum.
 func errLanesAVX2(a *errAcc, ref, got []float32) {
 	got = got[:len(ref)]
-	for a.n&7 != 0 && len(ref) > 0 {
+	for (a.n&7 != 0 || a.n < 8) && len(ref) > 0 {
 		a.add(ref[0], got[0])
 		ref, got = ref[1:], got[1:]
 	}
@@ -334,6 +336,10 @@ func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32,
 	if a.n&7 != 0 {
 		errLanesInt4Scalar(a, ref, packed, scales, g)
 		return
+	}
+	if a.n < 8 && len(scales) > 0 { // the first group through the scalar step, as errLanesAVX2
+		errLanesInt4Scalar(a, ref[:g], packed[:g/2], scales[:1], g)
+		ref, packed, scales = ref[g:], packed[g/2:], scales[1:]
 	}
 	v := a.vec()
 	base := archsimd.BroadcastFloat64x4(float64(a.n))
