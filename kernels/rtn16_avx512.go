@@ -87,49 +87,55 @@ func init() {
 // rtnBatch16 quantizes the sixteen groups of x (g elements each) into dst and res and returns
 // the mask of the groups it did: those whose maximum is finite and whose scale is not zero.
 func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
-	var m [batchGroups]archsimd.Uint32x16
-	abs := archsimd.BroadcastUint32x16(0x7fffffff)
-	for l := range m {
-		xs := x[l*g : (l+1)*g]
-		acc := archsimd.BroadcastUint32x16(0)
-		for v := 0; v+16 <= len(xs); v += 16 {
-			acc = acc.Max(archsimd.LoadFloat32x16((*[16]float32)(xs[v:])).AsUint32x16().And(abs))
-		}
-		m[l] = acc
-	}
-	amax := maxTree16(&m)
-	finite := amax.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
-	sR := roundBF16x16(amax.AsFloat32x16().Div(bc16(7.5)))
-	ok := finite.And(sR.NotEqual(bc16(0))).ToBits()
-	sR.AsUint32x16().ShiftAllRight(16).TruncateToUint16().Store(&res.scale)
-
-	var e, ss [batchGroups / 2]archsimd.Float32x16
-	for i := range batchGroups / 2 {
-		e[i], ss[i], res.clip[2*i], res.clip[2*i+1] = rtnPair(x[2*i*g:(2*i+2)*g], dst[i*g:(i+1)*g], g, sR.Permute(rtnPairScale[i]))
-	}
-	tree8(&e).Store(&res.err)
-	tree8(&ss).Store(&res.ss)
-	return ok
-}
-
-// maxTree16 returns the vector whose lane l is the largest lane of m[l], by maxima of even and
-// odd lanes (the order of a maximum does not matter).
-func maxTree16(m *[batchGroups]archsimd.Uint32x16) archsimd.Uint32x16 {
+	// Locals, not arrays: Go zeroes an array of vectors each time it is declared.
+	gm := func(l int) archsimd.Uint32x16 { return groupAbsMax(x[l*g : (l+1)*g]) }
 	ev, od := rtnEven, rtnOdd
 	mx := func(a, b archsimd.Uint32x16) archsimd.Uint32x16 {
 		return a.ConcatPermute(b, ev).Max(a.ConcatPermute(b, od))
 	}
-	b0, b1, b2, b3 := mx(m[0], m[1]), mx(m[2], m[3]), mx(m[4], m[5]), mx(m[6], m[7])
-	b4, b5, b6, b7 := mx(m[8], m[9]), mx(m[10], m[11]), mx(m[12], m[13]), mx(m[14], m[15])
-	return mx(mx(mx(b0, b1), mx(b2, b3)), mx(mx(b4, b5), mx(b6, b7)))
+	b0, b1, b2, b3 := mx(gm(0), gm(1)), mx(gm(2), gm(3)), mx(gm(4), gm(5)), mx(gm(6), gm(7))
+	b4, b5, b6, b7 := mx(gm(8), gm(9)), mx(gm(10), gm(11)), mx(gm(12), gm(13)), mx(gm(14), gm(15))
+	amax := mx(mx(mx(b0, b1), mx(b2, b3)), mx(mx(b4, b5), mx(b6, b7)))
+	finite := amax.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
+	sR := roundBF16x16(amax.AsFloat32x16().Div(bc16(7.5)))
+	ok := finite.And(sR.NotEqual(bc16(0))).ToBits()
+	full := sR.Less(bc16(0x1p-126)).ToBits()&ok != 0 // some scale is subnormal (see rtnPair)
+	sR.AsUint32x16().ShiftAllRight(16).TruncateToUint16().Store(&res.scale)
+
+	pair := func(i int) (e, ss archsimd.Float32x16) {
+		e, ss, res.clip[2*i], res.clip[2*i+1] = rtnPair(x[2*i*g:(2*i+2)*g], dst[i*g:(i+1)*g], g, sR.Permute(rtnPairScale[i]), full)
+		return e, ss
+	}
+	e0, s0 := pair(0)
+	e1, s1 := pair(1)
+	e01, s01 := evenOddSum(e0, e1), evenOddSum(s0, s1)
+	e2, s2 := pair(2)
+	e3, s3 := pair(3)
+	e0123, s0123 := evenOddSum(e01, evenOddSum(e2, e3)), evenOddSum(s01, evenOddSum(s2, s3))
+	e4, s4 := pair(4)
+	e5, s5 := pair(5)
+	e45, s45 := evenOddSum(e4, e5), evenOddSum(s4, s5)
+	e6, s6 := pair(6)
+	e7, s7 := pair(7)
+	e4567, s4567 := evenOddSum(e45, evenOddSum(e6, e7)), evenOddSum(s45, evenOddSum(s6, s7))
+	evenOddSum(e0123, e4567).Store(&res.err)
+	evenOddSum(s0123, s4567).Store(&res.ss)
+	return ok
 }
 
-// tree8 reduces eight pair vectors (lanes 0-7 of vector i: group 2i's eight sum lanes, 8-15:
-// group 2i+1's) to one lane per group.
-func tree8(p *[batchGroups / 2]archsimd.Float32x16) archsimd.Float32x16 {
-	a0, a1 := evenOddSum(p[0], p[1]), evenOddSum(p[2], p[3])
-	a2, a3 := evenOddSum(p[4], p[5]), evenOddSum(p[6], p[7])
-	return evenOddSum(evenOddSum(a0, a1), evenOddSum(a2, a3))
+// groupAbsMax returns the largest |x| bit patterns of a group, lane by lane.
+func groupAbsMax(x []float32) archsimd.Uint32x16 {
+	abs := archsimd.BroadcastUint32x16(0x7fffffff)
+	if len(x) == 32 {
+		v := (*[32]float32)(x)
+		a := archsimd.LoadFloat32x16((*[16]float32)(v[:16])).AsUint32x16().And(abs)
+		return a.Max(archsimd.LoadFloat32x16((*[16]float32)(v[16:])).AsUint32x16().And(abs))
+	}
+	acc := archsimd.BroadcastUint32x16(0)
+	for v := 0; v+16 <= len(x); v += 16 {
+		acc = acc.Max(archsimd.LoadFloat32x16((*[16]float32)(x[v:])).AsUint32x16().And(abs))
+	}
+	return acc
 }
 
 // evenOddSum returns the sums of adjacent lanes of a then b: (a0+a1, a2+a3, ..., b14+b15).
@@ -139,49 +145,51 @@ func evenOddSum(a, b archsimd.Float32x16) archsimd.Float32x16 {
 
 // rtnPair quantizes two groups (x: group a then group b, g elements each) with the scales s
 // (lanes 0-7 group a's, 8-15 group b's) into dst (the two groups' packed bytes) and returns
-// their eight-lane error and Σx² sums (lanes 0-7 group a, 8-15 group b) and clip counts.
-func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16) (e, ss archsimd.Float32x16, _, _ int32) {
+// their eight-lane error and Σx² sums (lanes 0-7 group a, 8-15 group b) and clip counts. full
+// is false when both scales are normal float32 values: then |x/s| < 7.53 (s is absmax/7.5
+// rounded twice, each time by a relative 2^-8 at most, and |x| ≤ absmax), so the clamp at -8
+// and the clip test x/s < -8.5 never act and are left out.
+func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (e, ss archsimd.Float32x16, _, _ int32) {
 	xa, xb := x[:g], x[g:2*g]
 	da, db := dst[:g/2], dst[g/2:g]
-	lo, hi, words := rtnLo, rtnHi, rtnWords
+	lo, hi := rtnLo, rtnHi
 	var clipA, clipB int
 	for v := 0; v+16 <= g; v += 16 {
 		va := archsimd.LoadFloat32x16((*[16]float32)(xa[v:]))
 		vb := archsimd.LoadFloat32x16((*[16]float32)(xb[v:]))
-		n0, e0, s0, c0 := rtnStep(va.ConcatPermute(vb, lo), s)
-		n1, e1, s1, c1 := rtnStep(va.ConcatPermute(vb, hi), s)
+		r0, e0, s0, c0 := rtnStep(va.ConcatPermute(vb, lo), s, full)
+		r1, e1, s1, c1 := rtnStep(va.ConcatPermute(vb, hi), s, full)
 		e, ss = e.Add(e0).Add(e1), ss.Add(s0).Add(s1)
 		if c0|c1 != 0 { // rare; OnesCount8 is a table look-up, not a call (GOAMD64=v1 has no POPCNT)
 			clipA += bits.OnesCount8(uint8(c0)) + bits.OnesCount8(uint8(c1))
 			clipB += bits.OnesCount8(uint8(c0>>8)) + bits.OnesCount8(uint8(c1>>8))
 		}
-		// n0 holds word v/8 of a (bytes 0-3) and of b (4-7), n1 word v/8+1: the two words of
-		// each group side by side.
-		w := n0.AsUint32x4().ConcatPermute(n1.AsUint32x4(), words).AsUint64x2()
+		// The low byte of each lane of r0 and r1 is its nibble: one byte per element, then two
+		// nibbles per byte; that gives word v/8 of a, of b, word v/8+1 of a, of b, in that order.
+		y := archsimd.Uint8x32{}.SetLo(r0.TruncateToUint8()).SetHi(r1.TruncateToUint8()).AsUint16x16()
+		w := y.Or(y.ShiftAllRight(4)).TruncateToUint8().AsUint32x4().PermuteScalars(0, 2, 1, 3).AsUint64x2()
 		binary.LittleEndian.PutUint64(da[v/2:], w.GetElem(0))
 		binary.LittleEndian.PutUint64(db[v/2:], w.GetElem(1))
 	}
 	return e, ss, int32(clipA), int32(clipB)
 }
 
-// rtnWords interleaves the words of two vectors: a0, b0, a1, b1 from a0, a1 and b0, b1.
-var rtnWords = archsimd.LoadUint32x4(&[4]uint32{0, 4, 1, 5})
-
 var (
 	rtnRne8, rtnHiClip, rtnLoClip = bc16(rne + 8), bc16(7.5), bc16(-8.5)
 	rtnMin, rtnMax                = bc16(-8), bc16(7)
-	rtnNibble                     = archsimd.BroadcastUint32x16(15)
 )
 
-// rtnStep quantizes sixteen elements v with scales s as packDiv does: it returns their eight
-// nibbles per eight lanes as the bytes of a word each (Uint8x16 bytes 0-3 from lanes 0-7, 4-7
-// from 8-15), their squared errors and squares, and the mask of the lanes whose nearest level
-// was clipped.
-func rtnStep(v, s archsimd.Float32x16) (nib archsimd.Uint8x16, e, ss archsimd.Float32x16, clip uint16) {
+// rtnStep quantizes sixteen elements v with scales s as packDiv does: it returns the rounded
+// values (v/s clamped, plus 1.5·2^23+8), whose low byte is the nibble, the squared errors and
+// the squares, and the mask of the lanes whose nearest level was clipped. full: see rtnPair.
+func rtnStep(v, s archsimd.Float32x16, full bool) (r archsimd.Uint32x16, e, ss archsimd.Float32x16, clip uint16) {
 	f := v.Div(s)
-	clip = f.GreaterEqual(rtnHiClip).ToBits() | f.Less(rtnLoClip).ToBits() // Or of masks goes through vectors
-	r := f.Max(rtnMin).Min(rtnMax).Add(rtnRne8)
-	d := v.Sub(r.Sub(rtnRne8).Mul(s))
-	n := r.AsUint32x16().And(rtnNibble).AsUint64x8()
-	return n.Or(n.ShiftAllRight(28)).TruncateToUint8(), d.Mul(d), v.Mul(v), clip
+	clip = f.GreaterEqual(rtnHiClip).ToBits() // Or of masks would go through vectors
+	if full {
+		clip |= f.Less(rtnLoClip).ToBits()
+		f = f.Max(rtnMin)
+	}
+	rf := f.Min(rtnMax).Add(rtnRne8)
+	d := v.Sub(rf.Sub(rtnRne8).Mul(s))
+	return rf.AsUint32x16(), d.Mul(d), v.Mul(v), clip
 }
