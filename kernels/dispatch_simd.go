@@ -39,6 +39,10 @@ func callErrLanesInt4(a *errAcc, ref []float32, packed []byte, scales []float32,
 }
 
 func callDecodeE4M3(dst []float32, codes []byte, s float32) {
+	if lp == &avx512Loops {
+		decodeE4M3AVX512(dst, codes, s)
+		return
+	}
 	if lp != &scalarLoops {
 		decodeE4M3AVX2(dst, codes, s)
 		return

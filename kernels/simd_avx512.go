@@ -19,6 +19,7 @@ var avx512Loops = func() loopSet {
 	s.errLanesInt4 = errLanesInt4AVX512
 	s.encodeE4M3 = encodeE4M3AVX512
 	s.absMaxBits = absMaxBitsAVX512
+	s.decodeE4M3 = decodeE4M3AVX512
 	s.gemmTile = gemmTileAVX512
 	s.axpy = axpyAVX512
 	return s
@@ -145,6 +146,21 @@ func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
 	encodeE4M3Scalar(codes, src, s)
 }
 
+// decodeE4M3AVX512 is decodeE4M3AVX2 sixteen codes at a time.
+func decodeE4M3AVX512(dst []float32, codes []byte, s float32) {
+	dst = dst[:len(codes)]
+	vs, p120 := bc16(s), bc16(0x1p120)
+	m7f, nan := bcu16(0x7f), bcu16(0x7fc00000)
+	for len(codes) >= 16 {
+		c := archsimd.LoadUint8x16((*[16]byte)(codes)).ExtendToUint32()
+		mag := c.And(m7f)
+		f := mag.ShiftAllLeft(20).AsFloat32x16().Mul(p120).AsUint32x16().Or(c.ShiftAllRight(7).ShiftAllLeft(31))
+		nan.Merge(f, mag.Equal(m7f)).AsFloat32x16().Mul(vs).Store((*[16]float32)(dst))
+		codes, dst = codes[16:], dst[16:]
+	}
+	decodeE4M3AVX2(dst, codes, s)
+}
+
 // e4m3Big returns the codes of |v| ≥ 448 (bit patterns ai): 0x7e, or 0x7f for NaN.
 func e4m3Big(ai archsimd.Int32x16) archsimd.Uint32x16 {
 	return bcu16(0x7e).Merge(bcu16(0x7f), ai.LessEqual(archsimd.BroadcastInt32x16(0x7f800000)))
@@ -169,12 +185,19 @@ func absMaxBitsAVX512(x []float32) uint32 {
 
 // errLanesFP8AVX512 is ErrorSumsFP8Block's loop: the codes of the slab are decoded in order
 // (block scale by block scale, across row ends, as the slab is one slice) into a stack buffer
-// and the sums run over it 512 elements at a time. (Decoding straight into the sums, eight
-// codes a step, measured as fast alone but 0.5 ns/weight slower right after QuantizeFP8Block,
-// as convert calls it: BenchmarkKernelParts/fp8-block-both.)
+// and the sums run over it 512 elements at a time, the lanes held in one sums512 for the whole
+// slab. (Decoding straight into the sums, eight codes a step, measured as fast alone but 0.5
+// ns/weight slower right after QuantizeFP8Block, as convert calls it:
+// BenchmarkKernelParts/fp8-block-both.)
 func errLanesFP8AVX512(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
+	if a.n&7 != 0 {
+		errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
+		return
+	}
 	sc := ceilDiv(cols, bw)
 	var buf [512 + 256]float32
+	var s sums512
+	loaded := false
 	n := 0 // values in buf
 	for r := range rows {
 		srow := scale[(r/bh)*sc : (r/bh+1)*sc]
@@ -182,14 +205,41 @@ func errLanesFP8AVX512(a *errAcc, ref []float32, codes []byte, scale []float32, 
 		for bj := 0; bj*bw < cols; bj++ {
 			for b0, b1 := bj*bw, min(cols, (bj+1)*bw); b0 < b1; {
 				m := min(b1-b0, len(buf)-n)
-				decodeE4M3AVX2(buf[n:n+m], c[b0:b0+m], srow[bj])
+				decodeE4M3AVX512(buf[n:n+m], c[b0:b0+m], srow[bj])
 				n, b0 = n+m, b0+m
 				if n >= 512 {
-					errLanesAVX512(a, ref[:n], buf[:n])
-					ref, n = ref[n:], 0
+					k := n &^ 7
+					loaded = a.bufSums(&s, loaded, ref[:k], buf[:k])
+					ref = ref[k:]
+					n = copy(buf[:], buf[k:n])
 				}
 			}
 		}
 	}
-	errLanesAVX512(a, ref[:n], buf[:n])
+	k := n &^ 7
+	if a.bufSums(&s, loaded, ref[:k], buf[:k]) {
+		a.save512(&s)
+	}
+	for i := k; i < n; i++ {
+		a.add(ref[i], buf[i])
+	}
+}
+
+// bufSums adds ref against got (a multiple of eight elements, a on a lane boundary) to s, the
+// first eight elements of all through the scalar step, and reports whether s holds a's lanes.
+func (a *errAcc) bufSums(s *sums512, loaded bool, ref, got []float32) bool {
+	if !loaded {
+		h := a.scalarHead(ref, got)
+		ref, got = ref[h:], got[h:]
+		if a.n < 8 {
+			return false
+		}
+		a.load512(s)
+	}
+	for c := 0; c < len(ref); c += maxChunk {
+		m := min(len(ref)-c, maxChunk)
+		s.pairsChunk(ref[c:c+m], got[c:c+m])
+		a.endChunk(s, m)
+	}
+	return true
 }
