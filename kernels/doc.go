@@ -26,6 +26,11 @@
 // group per vector lane (search16_avx512.go): the eight per-group lanes above become eight
 // accumulator vectors and every choice of search a lane mask with the scalar comparison, so each
 // group gets the bytes the per-group loops give it (TestSIMDBatchSearch, FuzzSIMDBatchSearch).
+// RTN needs no search, so its AVX-512 batch of sixteen groups keeps them in their natural
+// layout, two groups per vector (rtn16_avx512.go; TestSIMDRTNBatchTies, FuzzSIMDRTNBatch). The
+// SIMD error sums add the products ref², ref·got and got² of two float32 values with a fused
+// multiply-add: such a product is exact in float64, so the one rounding is the scalar loop's
+// (errsums_avx512.go; TestSIMDErrorSumsMax, TestErrorSumsFusedAnyInput).
 //
 // Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
 // maximum and report the first offending element instead of producing output.

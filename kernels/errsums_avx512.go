@@ -82,7 +82,7 @@ func (a *errAcc) endChunk(s *sums512, n int) {
 	s.base += int64(n)
 }
 
-var negOne64x8 = archsimd.BroadcastFloat64x8(-1)
+var negOne64x8 archsimd.Float64x8 // -1 in every lane (initAVX512Vectors)
 
 // step512 adds eight elements (ref r and got g, widened to float64) to the sums and saves
 // their |g-r| at ab. (Values in and out: a vector whose address is taken stays in memory.)
@@ -140,10 +140,10 @@ func (s *sums512) pairsChunk(ref, got []float32) {
 }
 
 // int4Levels holds the sixteen levels nibble-8 as float32.
-var int4Levels = archsimd.LoadFloat32x16(&[16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7})
+var int4Levels archsimd.Float32x16 // initAVX512Vectors
 
 // nibbleShifts64 places nibble j of a word in the low bits of lane j.
-var nibbleShifts64 = archsimd.LoadUint64x8(&[8]uint64{0, 4, 8, 12, 16, 20, 24, 28})
+var nibbleShifts64 archsimd.Uint64x8 // initAVX512Vectors
 
 // errLanesInt4AVX512 is errLanesInt4Scalar in one pass: per group, the sixteen values
 // (nibble-8)·s of the scalar table (float32 products, widened to float64) fill two Float64x8

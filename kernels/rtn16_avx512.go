@@ -60,13 +60,16 @@ type rtnBatch struct {
 }
 
 // The permutes of the RTN batch: lanes 0-7 of two vectors, lanes 8-15 of two vectors, the even
-// and the odd lanes of two vectors, and for pair i the scales of groups 2i and 2i+1.
+// and the odd lanes of two vectors, and for pair i the scales of groups 2i and 2i+1 (set by
+// initRTNVectors, from initAVX512Vectors).
 var (
 	rtnLo, rtnHi, rtnEven, rtnOdd archsimd.Uint32x16
 	rtnPairScale                  [batchGroups / 2]archsimd.Uint32x16
 )
 
-func init() {
+func initRTNVectors() {
+	rtnRne8, rtnHiClip, rtnLoClip = bc16(rne+8), bc16(7.5), bc16(-8.5)
+	rtnMin, rtnMax = bc16(-8), bc16(7)
 	var lo, hi, even, odd [16]uint32
 	for p := range 16 {
 		lo[p] = uint32(p%8 + 16*(p/8))
@@ -174,10 +177,7 @@ func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (
 	return e, ss, int32(clipA), int32(clipB)
 }
 
-var (
-	rtnRne8, rtnHiClip, rtnLoClip = bc16(rne + 8), bc16(7.5), bc16(-8.5)
-	rtnMin, rtnMax                = bc16(-8), bc16(7)
-)
+var rtnRne8, rtnHiClip, rtnLoClip, rtnMin, rtnMax archsimd.Float32x16 // initRTNVectors
 
 // rtnStep quantizes sixteen elements v with scales s as packDiv does: it returns the rounded
 // values (v/s clamped, plus 1.5·2^23+8), whose low byte is the nibble, the squared errors and

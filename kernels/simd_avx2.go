@@ -39,6 +39,9 @@ var avx2Loops = loopSet{
 // so the set is registered before loops.go's init picks the fastest.
 var _ = func() bool {
 	if archsimd.X86.AVX2() {
+		// Set here, not by initialisers: those would run AVX2 instructions on any CPU.
+		absMask64 = archsimd.BroadcastUint64x4(0x7fffffffffffffff)
+		laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
 		if !archsimd.X86.FMA() {
 			avx2Loops.gemmTile, avx2Loops.axpy = gemmTileScalar, axpyScalar
 		}
@@ -270,7 +273,7 @@ func (a *errAcc) store(v *errVec) {
 	}
 }
 
-var absMask64 = archsimd.BroadcastUint64x4(0x7fffffffffffffff)
+var absMask64 archsimd.Uint64x4 // |x| of float64 lanes (set when the AVX2 loops register)
 
 // half adds four elements (one Float64x4 half of the lanes) to the sums.
 func half(r, g archsimd.Float64x4, sr, se, sa, dt, sg, mx, ix *archsimd.Float64x4, idx archsimd.Float64x4) {
@@ -307,7 +310,7 @@ func (v *errVec) run(ref, got []float32, i0, i1 archsimd.Float64x4) (archsimd.Fl
 	return i0, i1
 }
 
-var laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
+var laneIdx0, laneIdx1 archsimd.Float64x4 // the lane indices 0-3, 4-7 (set with absMask64)
 
 // errLanesAVX2 takes the first eight elements of a slice through the scalar step (as it does
 // elements off the lane boundary), so that a NaN first element of a lane stays its maximum.

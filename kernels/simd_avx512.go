@@ -27,10 +27,24 @@ var avx512Loops = func() loopSet {
 
 var _ = func() bool {
 	if archsimd.X86.AVX512() {
+		initAVX512Vectors()
 		addLoops(&avx512Loops)
 	}
 	return true
 }()
+
+// initAVX512Vectors sets the package's 512-bit constant vectors. They are declared without an
+// initialiser because one would run in the package's initialisation with AVX-512 instructions,
+// and stop the program on a CPU without them.
+func initAVX512Vectors() {
+	absMask64x8 = archsimd.BroadcastUint64x8(0x7fffffffffffffff)
+	bf16Round, bf16One, bf16Keep = bcu16(0x7fff), bcu16(1), bcu16(0xffff0000)
+	negOne64x8 = archsimd.BroadcastFloat64x8(-1)
+	int4Levels = archsimd.LoadFloat32x16(&[16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7})
+	nibbleShifts64 = archsimd.LoadUint64x8(&[8]uint64{0, 4, 8, 12, 16, 20, 24, 28})
+	initRTNVectors()
+	initSearch16Vectors()
+}
 
 func bc16(v float32) archsimd.Float32x16 { return archsimd.BroadcastFloat32x16(v) }
 
@@ -81,7 +95,7 @@ func err4(x []float32, c0, c1, c2, c3 float32) archsimd.Float32x4 {
 	return z.GetLo().Add(z.GetHi())
 }
 
-var absMask64x8 = archsimd.BroadcastUint64x8(0x7fffffffffffffff)
+var absMask64x8 archsimd.Uint64x8 // |x| of float64 lanes (initAVX512Vectors)
 
 // candidatesPosAVX512 appends the positive candidates of candidates to dst (which has room for
 // len(p.Pos)+16 more) sixteen at a time: s_i = bf16(a·k_i) rounded as Float32ToBF16 does, kept
@@ -104,9 +118,7 @@ func candidatesPosAVX512(dst []float32, a, sR float32, p *Int4Params) []float32 
 }
 
 var (
-	bf16Round = archsimd.BroadcastUint32x16(0x7fff)
-	bf16One   = archsimd.BroadcastUint32x16(1)
-	bf16Keep  = archsimd.BroadcastUint32x16(0xffff0000)
+	bf16Round, bf16One, bf16Keep archsimd.Uint32x16 // initAVX512Vectors
 )
 
 // roundBF16x16 is floatcodec.RoundBF16 for finite values: b + 0x7fff + (b>>16)&1, truncated.
