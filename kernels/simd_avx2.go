@@ -42,7 +42,8 @@ var _ = func() bool {
 		// Set here, not by initialisers: those would run AVX2 instructions on any CPU.
 		absMask64 = archsimd.BroadcastUint64x4(0x7fffffffffffffff)
 		laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
-		if !archsimd.X86.FMA() {
+		avx2FMA = archsimd.X86.FMA()
+		if !avx2FMA {
 			avx2Loops.gemmTile, avx2Loops.axpy = gemmTileScalar, axpyScalar
 		}
 		addLoops(&avx2Loops)
@@ -320,7 +321,13 @@ func errLanesAVX2(a *errAcc, ref, got []float32) {
 		a.add(ref[0], got[0])
 		ref, got = ref[1:], got[1:]
 	}
-	if n := len(ref) &^ 7; n > 0 {
+	if n := len(ref) &^ 7; n > 0 && avx2FMA {
+		var s sums256
+		a.load256(&s)
+		a.add256(&s, ref[:n], got[:n])
+		a.save256(&s)
+		ref, got = ref[n:], got[n:]
+	} else if n > 0 {
 		v := a.vec()
 		base := archsimd.BroadcastFloat64x4(float64(a.n))
 		v.run(ref[:n], got[:n], base.Add(laneIdx0), base.Add(laneIdx1))
@@ -343,6 +350,10 @@ func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32,
 	if a.n < 8 && len(scales) > 0 { // the first group through the scalar step, as errLanesAVX2
 		errLanesInt4Scalar(a, ref[:g], packed[:g/2], scales[:1], g)
 		ref, packed, scales = ref[g:], packed[g/2:], scales[1:]
+	}
+	if avx2FMA {
+		errLanesInt4FMA(a, ref, packed, scales, g)
+		return
 	}
 	v := a.vec()
 	base := archsimd.BroadcastFloat64x4(float64(a.n))
