@@ -67,10 +67,13 @@ func absMaxBitsAVX2(x []float32) uint32 {
 		m = m.Max(archsimd.LoadFloat32x8Slice(x).AsUint32x8().And(mask))
 		x = x[8:]
 	}
-	var l [8]uint32
-	m.StoreSlice(l[:])
-	r := max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
-	return max(r, absMaxBits(x))
+	h := m.GetLo().Max(m.GetHi()) // the maximum in registers: a store and eight loads cost more
+	h = h.Max(h.PermuteScalars(2, 3, 0, 1))
+	h = h.Max(h.PermuteScalars(1, 0, 3, 2))
+	if len(x) == 0 {
+		return h.GetElem(0)
+	}
+	return max(h.GetElem(0), absMaxBits(x))
 }
 
 func sumSqAVX2(x []float32) float32 {
