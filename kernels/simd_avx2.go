@@ -411,9 +411,13 @@ func decode8(c, m7f, nan archsimd.Uint32x8, p120 archsimd.Float32x8) archsimd.Fl
 	return nan.Merge(f, mag.Equal(m7f)).AsFloat32x8()
 }
 
-// encodeE4M3AVX2 is encodeE4M3AVX512 eight at a time (the same lane operations, so the same
-// codes as encodeE4M3Scalar); AVX2 has no narrowing store, so the eight codes leave through a
-// small array.
+// lowBytes gathers the low byte of each 32-bit lane into the first four bytes of its 128-bit
+// half (VPSHUFB; -1 clears a byte).
+var lowBytes = [32]int8{0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+
+// encodeE4M3AVX2 is encodeE4M3Scalar eight at a time with the lane operations of the AVX-512
+// encoder's general case (so the same codes); AVX2 has no narrowing store, so the eight codes
+// are gathered by a byte shuffle and leave as one 64-bit store.
 func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 	codes = codes[:len(src)]
 	vs := bc(s)
@@ -422,7 +426,7 @@ func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 	f512, frne, subBias := bc(512), bc(rne), bu(0x4b400000)
 	minNormal, inf, satur := archsimd.BroadcastInt32x8(0x3c800000), archsimd.BroadcastInt32x8(0x7f800000), archsimd.BroadcastInt32x8(0x43e00000)
 	c7e, c7f := bu(0x7e), bu(0x7f)
-	var out [8]uint32
+	low := archsimd.LoadInt8x32(&lowBytes)
 	for len(src) >= 8 {
 		b := archsimd.LoadFloat32x8Slice(src).Div(vs).AsUint32x8()
 		sign := b.ShiftAllRight(24).And(c80)
@@ -433,10 +437,8 @@ func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 		code := normal.Merge(sub, ai.GreaterEqual(minNormal))
 		big := c7e.Merge(c7f, ai.LessEqual(inf))
 		code = big.Merge(code, ai.GreaterEqual(satur))
-		code.Or(sign).StoreSlice(out[:])
-		for j, c := range out {
-			codes[j] = byte(c)
-		}
+		c := code.Or(sign).AsUint8x32().PermuteOrZeroGrouped(low)
+		binary.LittleEndian.PutUint64(codes, uint64(c.GetLo().AsUint32x4().GetElem(0))|uint64(c.GetHi().AsUint32x4().GetElem(0))<<32)
 		src, codes = src[8:], codes[8:]
 	}
 	encodeE4M3Scalar(codes, src, s)
