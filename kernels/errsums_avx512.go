@@ -103,6 +103,8 @@ func (a *errAcc) scalarHead(ref, got []float32) int {
 	return i
 }
 
+// errLanesAVX512 is errLanesScalar with the sums in vectors, a chunk of maxChunk elements at
+// a time.
 func errLanesAVX512(a *errAcc, ref, got []float32) {
 	got = got[:len(ref)]
 	h := a.scalarHead(ref, got)
