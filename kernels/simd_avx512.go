@@ -178,8 +178,12 @@ func e4m3Big(ai archsimd.Int32x16) archsimd.Uint32x16 {
 	return bcu16(0x7e).Merge(bcu16(0x7f), ai.LessEqual(archsimd.BroadcastInt32x16(0x7f800000)))
 }
 
-// absMaxBitsAVX512 is absMaxBits sixteen lanes at a time with two accumulators.
+// absMaxBitsAVX512 is absMaxBits sixteen lanes at a time with two accumulators, reduced in
+// registers; slices shorter than 32 take the AVX2 loop.
 func absMaxBitsAVX512(x []float32) uint32 {
+	if len(x) < 32 {
+		return absMaxBitsAVX2(x)
+	}
 	mask := bcu16(0x7fffffff)
 	var m0, m1 archsimd.Uint32x16
 	for len(x) >= 32 {
@@ -188,11 +192,14 @@ func absMaxBitsAVX512(x []float32) uint32 {
 		x = x[32:]
 	}
 	m := m0.Max(m1)
-	r := m.GetLo().Max(m.GetHi())
-	var l [8]uint32
-	r.Store(&l)
-	v := max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
-	return max(v, absMaxBitsAVX2(x))
+	h8 := m.GetLo().Max(m.GetHi())
+	h := h8.GetLo().Max(h8.GetHi())
+	h = h.Max(h.PermuteScalars(2, 3, 0, 1))
+	h = h.Max(h.PermuteScalars(1, 0, 3, 2))
+	if len(x) == 0 {
+		return h.GetElem(0)
+	}
+	return max(h.GetElem(0), absMaxBitsAVX2(x))
 }
 
 // errLanesFP8AVX512 is ErrorSumsFP8Block's loop: the codes of the slab are decoded in order
