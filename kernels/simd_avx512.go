@@ -18,7 +18,6 @@ var avx512Loops = func() loopSet {
 	s.errLanes = errLanesAVX512
 	s.errLanesInt4 = errLanesInt4AVX512
 	s.encodeE4M3 = encodeE4M3AVX512
-	s.absMaxBits = absMaxBitsAVX512
 	s.decodeE4M3 = decodeE4M3AVX512
 	s.gemmTile = gemmTileAVX512
 	s.axpy = axpyAVX512
@@ -176,30 +175,6 @@ func decodeE4M3AVX512(dst []float32, codes []byte, s float32) {
 // e4m3Big returns the codes of |v| ≥ 448 (bit patterns ai): 0x7e, or 0x7f for NaN.
 func e4m3Big(ai archsimd.Int32x16) archsimd.Uint32x16 {
 	return bcu16(0x7e).Merge(bcu16(0x7f), ai.LessEqual(archsimd.BroadcastInt32x16(0x7f800000)))
-}
-
-// absMaxBitsAVX512 is absMaxBits sixteen lanes at a time with two accumulators, reduced in
-// registers; slices shorter than 32 take the AVX2 loop.
-func absMaxBitsAVX512(x []float32) uint32 {
-	if len(x) < 32 {
-		return absMaxBitsAVX2(x)
-	}
-	mask := bcu16(0x7fffffff)
-	var m0, m1 archsimd.Uint32x16
-	for len(x) >= 32 {
-		m0 = m0.Max(archsimd.LoadFloat32x16((*[16]float32)(x)).AsUint32x16().And(mask))
-		m1 = m1.Max(archsimd.LoadFloat32x16((*[16]float32)(x[16:])).AsUint32x16().And(mask))
-		x = x[32:]
-	}
-	m := m0.Max(m1)
-	h8 := m.GetLo().Max(m.GetHi())
-	h := h8.GetLo().Max(h8.GetHi())
-	h = h.Max(h.PermuteScalars(2, 3, 0, 1))
-	h = h.Max(h.PermuteScalars(1, 0, 3, 2))
-	if len(x) == 0 {
-		return h.GetElem(0)
-	}
-	return max(h.GetElem(0), absMaxBitsAVX2(x))
 }
 
 // errLanesFP8AVX512 is ErrorSumsFP8Block's loop: the codes of the slab are decoded in order
