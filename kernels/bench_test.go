@@ -139,3 +139,65 @@ func BenchmarkKernelFP8(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkKernelParts times the two halves of KernelInt4/rtn-g32 and KernelFP8/block-quantize+sums
+// apart: the quantization, then the error sums of its output.
+func BenchmarkKernelParts(b *testing.B) {
+	x := benchSlab()
+	p := mustParams(b, 32, SearchRTN, false)
+	ng := len(x) / 32
+	out := Int4Out{Packed: make([]byte, len(x)/2), Scales: make([]byte, 2*ng), Stats: make([]GroupStats, ng)}
+	scales := make([]float32, ng)
+	codes := make([]byte, len(x))
+	fscales := make([]float32, ceilDiv(benchRows, FP8Block)*ceilDiv(benchCols, FP8Block))
+	for _, c := range []struct {
+		name string
+		f    func() error
+	}{
+		{"rtn-g32-quantize", func() error { return CPU{}.QuantizeInt4(out, x, benchRows, benchCols, p) }},
+		{"rtn-g32-both", func() error {
+			if err := (CPU{}).QuantizeInt4(out, x, benchRows, benchCols, p); err != nil {
+				return err
+			}
+			_, err := CPU{}.ErrorSumsInt4(x, out.Packed, scales, benchRows, benchCols, 32, 0)
+			return err
+		}},
+		{"rtn-g32-sums", func() error {
+			_, err := CPU{}.ErrorSumsInt4(x, out.Packed, scales, benchRows, benchCols, 32, 0)
+			return err
+		}},
+		{"fp8-block-quantize", func() error { return CPU{}.QuantizeFP8Block(codes, fscales, x, benchRows, benchCols) }},
+		{"fp8-block-both", func() error {
+			if err := (CPU{}).QuantizeFP8Block(codes, fscales, x, benchRows, benchCols); err != nil {
+				return err
+			}
+			_, err := CPU{}.ErrorSumsFP8Block(x, codes, fscales, benchRows, benchCols, FP8Block, FP8Block, 0)
+			return err
+		}},
+		{"fp8-block-sums", func() error {
+			_, err := CPU{}.ErrorSumsFP8Block(x, codes, fscales, benchRows, benchCols, FP8Block, FP8Block, 0)
+			return err
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if err := (CPU{}).QuantizeInt4(out, x, benchRows, benchCols, p); err != nil {
+				b.Fatal(err)
+			}
+			for i := range scales {
+				scales[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(out.Scales[2*i:])) << 16)
+			}
+			if err := (CPU{}).QuantizeFP8Block(codes, fscales, x, benchRows, benchCols); err != nil {
+				b.Fatal(err)
+			}
+			eachSIMD(b, func(b *testing.B) {
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if err := c.f(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				perWeight(b, len(x), cpu0)
+			})
+		})
+	}
+}

@@ -39,6 +39,10 @@ func callErrLanesInt4(a *errAcc, ref []float32, packed []byte, scales []float32,
 }
 
 func callDecodeE4M3(dst []float32, codes []byte, s float32) {
+	if lp == &avx512Loops {
+		decodeE4M3AVX512(dst, codes, s)
+		return
+	}
 	if lp != &scalarLoops {
 		decodeE4M3AVX2(dst, codes, s)
 		return
@@ -55,11 +59,16 @@ func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, 
 	return candidatesPosAVX512(dst, a, sR, p), true
 }
 
-// callQuantBatches quantizes whole batches of sixteen groups with the batched search and pack
-// where they apply (AVX-512, unsigned scales, groups of at most maxBatchGroup) and returns
-// how many groups it did.
+// callQuantBatches quantizes whole batches of sixteen groups with the batched loops where they
+// apply (AVX-512; RTN in groups of a multiple of 16, otherwise the batched search and pack for
+// unsigned scales and groups of at most maxBatchGroup) and returns how many groups it did.
 func callQuantBatches(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
-	if lp != &avx512Loops || noBatchSearch || p.Signed || p.GroupSize > maxBatchGroup {
+	switch {
+	case lp != &avx512Loops || noBatchSearch:
+		return 0, nil
+	case p.Search == SearchRTN && p.GroupSize%16 == 0:
+		return quantRTNBatchesAVX512(out, src, ng, p)
+	case p.Signed || p.GroupSize > maxBatchGroup:
 		return 0, nil
 	}
 	return quantBatchesAVX512(out, src, ng, p)

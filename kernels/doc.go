@@ -29,6 +29,11 @@
 // The activation-weighted search runs sixteen groups at once the same way, each lane with its
 // group's column weights and candidate sequence (int4weighted_avx512.go; TestSIMDBatchWeighted,
 // FuzzSIMDWeighted).
+// RTN needs no search, so its AVX-512 batch of sixteen groups keeps them in their natural
+// layout, two groups per vector (rtn16_avx512.go; TestSIMDRTNBatchTies, FuzzSIMDRTNBatch). The
+// SIMD error sums add the products ref², ref·got and got² of two float32 values with a fused
+// multiply-add: such a product is exact in float64, so the one rounding is the scalar loop's
+// (errsums_avx512.go; TestSIMDErrorSumsMax, TestErrorSumsFusedAnyInput).
 //
 // Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
 // maximum and report the first offending element instead of producing output.

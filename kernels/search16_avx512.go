@@ -100,7 +100,10 @@ func storeWords32(dst, w []uint32) {
 
 // words32Idx: the interleave of two rows (low and high eight lanes), then the merge of two
 // interleaved rows into groups of four words (groups 0-3 and 4-7 of the eight).
-var words32Idx = func() (idx [4]archsimd.Uint32x16) {
+// Set by initSearch16Vectors (see initAVX512Vectors).
+var words32Idx [4]archsimd.Uint32x16
+
+func initSearch16Vectors() {
 	var v [4][16]uint32
 	for p := range 16 {
 		v[0][p] = uint32(p/2 + 16*(p%2))
@@ -109,11 +112,21 @@ var words32Idx = func() (idx [4]archsimd.Uint32x16) {
 		v[2][p] = uint32(2*l + i%2 + 16*(i/2))
 		v[3][p] = v[2][p] + 8
 	}
-	for i := range idx {
-		idx[i] = archsimd.LoadUint32x16(&v[i])
+	for i := range words32Idx {
+		words32Idx[i] = archsimd.LoadUint32x16(&v[i])
 	}
-	return idx
-}()
+	for st, b := range [4]int{8, 4, 2, 1} {
+		var lo, hi [16]uint32
+		for p := range 16 {
+			if p&b == 0 {
+				lo[p], hi[p] = uint32(p), uint32(p+b)
+			} else {
+				lo[p], hi[p] = uint32(16+p-b), uint32(16+p)
+			}
+		}
+		transposeIdx[st][0], transposeIdx[st][1] = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
+	}
+}
 
 // batchStats holds pack's statistics of sixteen groups.
 type batchStats struct {
@@ -230,21 +243,8 @@ func butterfly4(a, b, c, d archsimd.Float32x16, lo1, hi1, lo2, hi2 archsimd.Uint
 
 // transposeIdx holds, for the stages with block size b = 8, 4, 2, 1, the permutes of rows i
 // and i+b (bit b of i clear): the new row i takes the first b of each 2b lanes of row i, then
-// the first b of row i+b; the new row i+b takes the second b of each.
-var transposeIdx = func() (idx [4][2]archsimd.Uint32x16) {
-	for st, b := range [4]int{8, 4, 2, 1} {
-		var lo, hi [16]uint32
-		for p := range 16 {
-			if p&b == 0 {
-				lo[p], hi[p] = uint32(p), uint32(p+b)
-			} else {
-				lo[p], hi[p] = uint32(16+p-b), uint32(16+p)
-			}
-		}
-		idx[st][0], idx[st][1] = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
-	}
-	return idx
-}()
+// the first b of row i+b; the new row i+b takes the second b of each (initSearch16Vectors).
+var transposeIdx [4][2]archsimd.Uint32x16
 
 // batchResult is the outcome of search for sixteen groups: bit l of ok is set when group l was
 // searched here (finite, non-zero and not tiny RTN scale), bit l of div when its levels are

@@ -39,7 +39,11 @@ var avx2Loops = loopSet{
 // so the set is registered before loops.go's init picks the fastest.
 var _ = func() bool {
 	if archsimd.X86.AVX2() {
-		if !archsimd.X86.FMA() {
+		// Set here, not by initialisers: those would run AVX2 instructions on any CPU.
+		absMask64 = archsimd.BroadcastUint64x4(0x7fffffffffffffff)
+		laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
+		avx2FMA = archsimd.X86.FMA()
+		if !avx2FMA {
 			avx2Loops.gemmTile, avx2Loops.axpy = gemmTileScalar, axpyScalar
 		}
 		addLoops(&avx2Loops)
@@ -63,10 +67,13 @@ func absMaxBitsAVX2(x []float32) uint32 {
 		m = m.Max(archsimd.LoadFloat32x8Slice(x).AsUint32x8().And(mask))
 		x = x[8:]
 	}
-	var l [8]uint32
-	m.StoreSlice(l[:])
-	r := max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
-	return max(r, absMaxBits(x))
+	h := m.GetLo().Max(m.GetHi()) // the maximum in registers: a store and eight loads cost more
+	h = h.Max(h.PermuteScalars(2, 3, 0, 1))
+	h = h.Max(h.PermuteScalars(1, 0, 3, 2))
+	if len(x) == 0 {
+		return h.GetElem(0)
+	}
+	return max(h.GetElem(0), absMaxBits(x))
 }
 
 func sumSqAVX2(x []float32) float32 {
@@ -270,7 +277,7 @@ func (a *errAcc) store(v *errVec) {
 	}
 }
 
-var absMask64 = archsimd.BroadcastUint64x4(0x7fffffffffffffff)
+var absMask64 archsimd.Uint64x4 // |x| of float64 lanes (set when the AVX2 loops register)
 
 // half adds four elements (one Float64x4 half of the lanes) to the sums.
 func half(r, g archsimd.Float64x4, sr, se, sa, dt, sg, mx, ix *archsimd.Float64x4, idx archsimd.Float64x4) {
@@ -307,15 +314,23 @@ func (v *errVec) run(ref, got []float32, i0, i1 archsimd.Float64x4) (archsimd.Fl
 	return i0, i1
 }
 
-var laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
+var laneIdx0, laneIdx1 archsimd.Float64x4 // the lane indices 0-3, 4-7 (set with absMask64)
 
+// errLanesAVX2 takes the first eight elements of a slice through the scalar step (as it does
+// elements off the lane boundary), so that a NaN first element of a lane stays its maximum.
 func errLanesAVX2(a *errAcc, ref, got []float32) {
 	got = got[:len(ref)]
-	for a.n&7 != 0 && len(ref) > 0 {
+	for (a.n&7 != 0 || a.n < 8) && len(ref) > 0 {
 		a.add(ref[0], got[0])
 		ref, got = ref[1:], got[1:]
 	}
-	if n := len(ref) &^ 7; n > 0 {
+	if n := len(ref) &^ 7; n > 0 && avx2FMA {
+		var s sums256
+		a.load256(&s)
+		a.add256(&s, ref[:n], got[:n])
+		a.save256(&s)
+		ref, got = ref[n:], got[n:]
+	} else if n > 0 {
 		v := a.vec()
 		base := archsimd.BroadcastFloat64x4(float64(a.n))
 		v.run(ref[:n], got[:n], base.Add(laneIdx0), base.Add(laneIdx1))
@@ -333,6 +348,14 @@ func errLanesAVX2(a *errAcc, ref, got []float32) {
 func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
 	if a.n&7 != 0 {
 		errLanesInt4Scalar(a, ref, packed, scales, g)
+		return
+	}
+	if a.n < 8 && len(scales) > 0 { // the first group through the scalar step, as errLanesAVX2
+		errLanesInt4Scalar(a, ref[:g], packed[:g/2], scales[:1], g)
+		ref, packed, scales = ref[g:], packed[g/2:], scales[1:]
+	}
+	if avx2FMA {
+		errLanesInt4FMA(a, ref, packed, scales, g)
 		return
 	}
 	v := a.vec()
@@ -388,9 +411,13 @@ func decode8(c, m7f, nan archsimd.Uint32x8, p120 archsimd.Float32x8) archsimd.Fl
 	return nan.Merge(f, mag.Equal(m7f)).AsFloat32x8()
 }
 
-// encodeE4M3AVX2 is encodeE4M3AVX512 eight at a time (the same lane operations, so the same
-// codes as encodeE4M3Scalar); AVX2 has no narrowing store, so the eight codes leave through a
-// small array.
+// lowBytes gathers the low byte of each 32-bit lane into the first four bytes of its 128-bit
+// half (VPSHUFB; -1 clears a byte).
+var lowBytes = [32]int8{0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+
+// encodeE4M3AVX2 is encodeE4M3Scalar eight at a time with the lane operations of the AVX-512
+// encoder's general case (so the same codes); AVX2 has no narrowing store, so the eight codes
+// are gathered by a byte shuffle and leave as one 64-bit store.
 func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 	codes = codes[:len(src)]
 	vs := bc(s)
@@ -399,7 +426,7 @@ func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 	f512, frne, subBias := bc(512), bc(rne), bu(0x4b400000)
 	minNormal, inf, satur := archsimd.BroadcastInt32x8(0x3c800000), archsimd.BroadcastInt32x8(0x7f800000), archsimd.BroadcastInt32x8(0x43e00000)
 	c7e, c7f := bu(0x7e), bu(0x7f)
-	var out [8]uint32
+	low := archsimd.LoadInt8x32(&lowBytes)
 	for len(src) >= 8 {
 		b := archsimd.LoadFloat32x8Slice(src).Div(vs).AsUint32x8()
 		sign := b.ShiftAllRight(24).And(c80)
@@ -410,10 +437,8 @@ func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 		code := normal.Merge(sub, ai.GreaterEqual(minNormal))
 		big := c7e.Merge(c7f, ai.LessEqual(inf))
 		code = big.Merge(code, ai.GreaterEqual(satur))
-		code.Or(sign).StoreSlice(out[:])
-		for j, c := range out {
-			codes[j] = byte(c)
-		}
+		c := code.Or(sign).AsUint8x32().PermuteOrZeroGrouped(low)
+		binary.LittleEndian.PutUint64(codes, uint64(c.GetLo().AsUint32x4().GetElem(0))|uint64(c.GetHi().AsUint32x4().GetElem(0))<<32)
 		src, codes = src[8:], codes[8:]
 	}
 	encodeE4M3Scalar(codes, src, s)

@@ -5,7 +5,6 @@ package kernels
 import (
 	"math/bits"
 	"simd/archsimd"
-	"unsafe"
 )
 
 // AVX-512 forms of the loops where 512-bit vectors pay: the scale search evaluates two
@@ -19,6 +18,7 @@ var avx512Loops = func() loopSet {
 	s.errLanes = errLanesAVX512
 	s.errLanesInt4 = errLanesInt4AVX512
 	s.encodeE4M3 = encodeE4M3AVX512
+	s.decodeE4M3 = decodeE4M3AVX512
 	s.gemmTile = gemmTileAVX512
 	s.axpy = axpyAVX512
 	return s
@@ -26,10 +26,24 @@ var avx512Loops = func() loopSet {
 
 var _ = func() bool {
 	if archsimd.X86.AVX512() {
+		initAVX512Vectors()
 		addLoops(&avx512Loops)
 	}
 	return true
 }()
+
+// initAVX512Vectors sets the package's 512-bit constant vectors. They are declared without an
+// initialiser because one would run in the package's initialisation with AVX-512 instructions,
+// and stop the program on a CPU without them.
+func initAVX512Vectors() {
+	absMask64x8 = archsimd.BroadcastUint64x8(0x7fffffffffffffff)
+	bf16Round, bf16One, bf16Keep = bcu16(0x7fff), bcu16(1), bcu16(0xffff0000)
+	negOne64x8 = archsimd.BroadcastFloat64x8(-1)
+	int4Levels = archsimd.LoadFloat32x16(&[16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7})
+	nibbleShifts64 = archsimd.LoadUint64x8(&[8]uint64{0, 4, 8, 12, 16, 20, 24, 28})
+	initRTNVectors()
+	initSearch16Vectors()
+}
 
 func bc16(v float32) archsimd.Float32x16 { return archsimd.BroadcastFloat32x16(v) }
 
@@ -80,113 +94,7 @@ func err4(x []float32, c0, c1, c2, c3 float32) archsimd.Float32x4 {
 	return z.GetLo().Add(z.GetHi())
 }
 
-// errVec512 holds the eight float64 lanes of errAcc while a loop runs.
-type errVec512 struct{ sr, se, sa, dt, sg, mx, ix archsimd.Float64x8 }
-
-func (a *errAcc) vec512() errVec512 {
-	v := a.vec()
-	return errVec512{
-		sr: join(v.sr0, v.sr1), se: join(v.se0, v.se1), sa: join(v.sa0, v.sa1), dt: join(v.dt0, v.dt1),
-		sg: join(v.sg0, v.sg1), mx: join(v.mx0, v.mx1), ix: join(v.ix0, v.ix1),
-	}
-}
-
-func (a *errAcc) store512(v *errVec512) {
-	w := errVec{
-		sr0: v.sr.GetLo(), sr1: v.sr.GetHi(), se0: v.se.GetLo(), se1: v.se.GetHi(), sa0: v.sa.GetLo(), sa1: v.sa.GetHi(),
-		dt0: v.dt.GetLo(), dt1: v.dt.GetHi(), sg0: v.sg.GetLo(), sg1: v.sg.GetHi(), mx0: v.mx.GetLo(), mx1: v.mx.GetHi(),
-		ix0: v.ix.GetLo(), ix1: v.ix.GetHi(),
-	}
-	a.store(&w)
-}
-
-func join(lo, hi archsimd.Float64x4) archsimd.Float64x8 {
-	return archsimd.Float64x8{}.SetLo(lo).SetHi(hi)
-}
-
-var absMask64x8 = archsimd.BroadcastUint64x8(0x7fffffffffffffff)
-
-// run adds ref against got (whole multiples of eight elements, the first at indices idx) and
-// returns the indices of the next eight. The seven accumulators are copied into locals for the
-// loop: Go keeps a struct of more than four fields in memory, and its loads and stores would
-// lengthen every accumulator's dependency chain.
-func (v *errVec512) run(ref, got []float32, idx archsimd.Float64x8) archsimd.Float64x8 {
-	sr, se, sa, dt, sg, mx, ix := v.sr, v.se, v.sa, v.dt, v.sg, v.mx, v.ix
-	eight := archsimd.BroadcastFloat64x8(8)
-	got = got[:len(ref)]
-	for len(ref) >= 8 {
-		r := archsimd.LoadFloat32x8((*[8]float32)(ref)).ConvertToFloat64()
-		g := archsimd.LoadFloat32x8((*[8]float32)(got)).ConvertToFloat64()
-		e := g.Sub(r)
-		ab := e.AsUint64x8().And(absMask64x8).AsFloat64x8()
-		sr = sr.Add(r.Mul(r))
-		se = se.Add(e.Mul(e))
-		sa = sa.Add(ab)
-		dt = dt.Add(r.Mul(g))
-		sg = sg.Add(g.Mul(g))
-		m := ab.Greater(mx)
-		mx = ab.Merge(mx, m)
-		ix = idx.Merge(ix, m)
-		idx = idx.Add(eight)
-		ref, got = ref[8:], got[8:]
-	}
-	v.sr, v.se, v.sa, v.dt, v.sg, v.mx, v.ix = sr, se, sa, dt, sg, mx, ix
-	return idx
-}
-
-var laneIdx8 = archsimd.LoadFloat64x8Slice([]float64{0, 1, 2, 3, 4, 5, 6, 7})
-
-func errLanesAVX512(a *errAcc, ref, got []float32) {
-	got = got[:len(ref)]
-	for a.n&7 != 0 && len(ref) > 0 {
-		a.add(ref[0], got[0])
-		ref, got = ref[1:], got[1:]
-	}
-	if n := len(ref) &^ 7; n > 0 {
-		v := a.vec512()
-		v.run(ref[:n], got[:n], archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8))
-		a.n += int64(n)
-		a.store512(&v)
-		ref, got = ref[n:], got[n:]
-	}
-	for i, r := range ref {
-		a.add(r, got[i])
-	}
-}
-
-// errLanesInt4AVX512 expands the levels into a stack buffer 256 at a time (vector nibble
-// decode, then (n-8)·s as the scalar table holds it) and runs the error sums over it.
-func errLanesInt4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
-	if a.n&7 != 0 {
-		errLanesInt4Scalar(a, ref, packed, scales, g)
-		return
-	}
-	v := a.vec512()
-	idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
-	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
-	fifteen := archsimd.BroadcastUint32x8(15)
-	minus8 := bc(-8)
-	var buf [256]float32
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
-	n := 0 // elements in buf
-	for k, s := range scales {
-		vs := bc(s)
-		for _, w := range words[k*g/8 : (k+1)*g/8] {
-			nib := archsimd.BroadcastUint32x8(w).ShiftRight(shr).And(fifteen)
-			nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs).Store((*[8]float32)(buf[n:]))
-			if n += 8; n == len(buf) {
-				idx = v.run(ref[:n], buf[:n], idx)
-				a.n += int64(n)
-				ref, n = ref[n:], 0
-			}
-		}
-	}
-	if n > 0 {
-		v.run(ref[:n], buf[:n], idx)
-		a.n += int64(n)
-	}
-	a.store512(&v)
-}
+var absMask64x8 archsimd.Uint64x8 // |x| of float64 lanes (initAVX512Vectors)
 
 // candidatesPosAVX512 appends the positive candidates of candidates to dst (which has room for
 // len(p.Pos)+16 more) sixteen at a time: s_i = bf16(a·k_i) rounded as Float32ToBF16 does, kept
@@ -209,9 +117,7 @@ func candidatesPosAVX512(dst []float32, a, sR float32, p *Int4Params) []float32 
 }
 
 var (
-	bf16Round = archsimd.BroadcastUint32x16(0x7fff)
-	bf16One   = archsimd.BroadcastUint32x16(1)
-	bf16Keep  = archsimd.BroadcastUint32x16(0xffff0000)
+	bf16Round, bf16One, bf16Keep archsimd.Uint32x16 // initAVX512Vectors
 )
 
 // roundBF16x16 is floatcodec.RoundBF16 for finite values: b + 0x7fff + (b>>16)&1, truncated.
@@ -222,58 +128,82 @@ func roundBF16x16(v archsimd.Float32x16) archsimd.Float32x16 {
 
 func bcu16(v uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(v) }
 
-// encodeE4M3AVX512 is encodeE4M3Scalar sixteen at a time: the IEEE division, then the three
-// cases of e4m3 (saturated or NaN, normal with round-to-nearest-even on the bit pattern,
-// subnormal through the float32 rounding trick) computed for every lane and selected by mask.
+// encodeE4M3AVX512 is encodeE4M3Scalar sixteen at a time: the IEEE division, then the cases
+// of e4m3 on the bit pattern a of |x/s|: normal (round to nearest even at bit 20, the exponent
+// rebased by 120 in the same addition), subnormal (through the float32 rounding trick, whose
+// low byte is the code) and, rare in a block whose scale is its maximum/448, saturated or NaN.
+// The subnormal and saturated cases are computed only for the vectors that have one.
 func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
 	codes = codes[:len(src)]
 	vs := bc16(s)
 	// The constants live in registers for the loop (broadcasts in the loop are redone each time).
-	c80, c7fff, c7ffff, one, bias := bcu16(0x80), bcu16(0x7fffffff), bcu16(0x7ffff), bcu16(1), bcu16(120<<3)
-	f512, frne, subBias := bc16(512), bc16(rne), bcu16(0x4b400000)
-	minNormal, inf, satur := archsimd.BroadcastInt32x16(0x3c800000), archsimd.BroadcastInt32x16(0x7f800000), archsimd.BroadcastInt32x16(0x43e00000)
-	c7e, c7f := bcu16(0x7e), bcu16(0x7f)
+	c80, c7fff, one, round := bcu16(0x80), bcu16(0x7fffffff), bcu16(1), bcu16(1<<32+0x7ffff-120<<23) // the rounding bias, less the rebasing (mod 2^32)
+	f512, frne := bc16(512), bc16(rne)
+	minNormal, satur := archsimd.BroadcastInt32x16(0x3c800000), archsimd.BroadcastInt32x16(0x43e00000)
 	for len(src) >= 16 {
 		b := archsimd.LoadFloat32x16((*[16]float32)(src)).Div(vs).AsUint32x16()
-		sign := b.ShiftAllRight(24).And(c80)
 		a := b.And(c7fff)
-		normal := a.Add(c7ffff).Add(a.ShiftAllRight(20).And(one)).ShiftAllRight(20).Sub(bias)
-		sub := a.AsFloat32x16().Mul(f512).Add(frne).AsUint32x16().Sub(subBias)
+		code := a.Add(round).Add(a.ShiftAllRight(20).And(one)).ShiftAllRight(20)
 		ai := a.AsInt32x16()
-		code := normal.Merge(sub, ai.GreaterEqual(minNormal))
-		big := c7e.Merge(c7f, ai.LessEqual(inf))
-		code = big.Merge(code, ai.GreaterEqual(satur))
-		code.Or(sign).TruncateToUint8().StoreSlice(codes)
+		if sub := ai.Less(minNormal); sub.ToBits() != 0 {
+			code = a.AsFloat32x16().Mul(f512).Add(frne).AsUint32x16().Merge(code, sub)
+		}
+		if big := ai.GreaterEqual(satur); big.ToBits() != 0 {
+			code = e4m3Big(ai).Merge(code, big)
+		}
+		code.Or(b.ShiftAllRight(24).And(c80)).TruncateToUint8().StoreSlice(codes)
 		src, codes = src[16:], codes[16:]
 	}
 	encodeE4M3Scalar(codes, src, s)
 }
 
+// decodeE4M3AVX512 is decodeE4M3AVX2 sixteen codes at a time.
+func decodeE4M3AVX512(dst []float32, codes []byte, s float32) {
+	dst = dst[:len(codes)]
+	vs, p120 := bc16(s), bc16(0x1p120)
+	m7f, nan := bcu16(0x7f), bcu16(0x7fc00000)
+	for len(codes) >= 16 {
+		c := archsimd.LoadUint8x16((*[16]byte)(codes)).ExtendToUint32()
+		mag := c.And(m7f)
+		f := mag.ShiftAllLeft(20).AsFloat32x16().Mul(p120).AsUint32x16().Or(c.ShiftAllRight(7).ShiftAllLeft(31))
+		nan.Merge(f, mag.Equal(m7f)).AsFloat32x16().Mul(vs).Store((*[16]float32)(dst))
+		codes, dst = codes[16:], dst[16:]
+	}
+	decodeE4M3AVX2(dst, codes, s)
+}
+
+// e4m3Big returns the codes of |v| ≥ 448 (bit patterns ai): 0x7e, or 0x7f for NaN.
+func e4m3Big(ai archsimd.Int32x16) archsimd.Uint32x16 {
+	return bcu16(0x7e).Merge(bcu16(0x7f), ai.LessEqual(archsimd.BroadcastInt32x16(0x7f800000)))
+}
+
 // errLanesFP8AVX512 is ErrorSumsFP8Block's loop: the codes of the slab are decoded in order
 // (block scale by block scale, across row ends, as the slab is one slice) into a stack buffer
-// and the sums run over it 512 elements at a time, the lanes staying in registers between.
+// and the sums run over it 512 elements at a time, the lanes held in one sums512 for the whole
+// slab. (Decoding straight into the sums, eight codes a step, measured as fast alone but 0.5
+// ns/weight slower right after QuantizeFP8Block, as convert calls it:
+// BenchmarkKernelParts/fp8-block-both.)
 func errLanesFP8AVX512(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
 	if a.n&7 != 0 {
 		errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
 		return
 	}
-	v := a.vec512()
-	idx := archsimd.BroadcastFloat64x8(float64(a.n)).Add(laneIdx8)
-	var buf [512 + 256]float32
-	n := 0 // values in buf
 	sc := ceilDiv(cols, bw)
+	var buf [512 + 256]float32
+	var s sums512
+	loaded := false
+	n := 0 // values in buf
 	for r := range rows {
 		srow := scale[(r/bh)*sc : (r/bh+1)*sc]
 		c := codes[r*cols : (r+1)*cols]
 		for bj := 0; bj*bw < cols; bj++ {
 			for b0, b1 := bj*bw, min(cols, (bj+1)*bw); b0 < b1; {
 				m := min(b1-b0, len(buf)-n)
-				decodeE4M3AVX2(buf[n:n+m], c[b0:b0+m], srow[bj])
+				decodeE4M3AVX512(buf[n:n+m], c[b0:b0+m], srow[bj])
 				n, b0 = n+m, b0+m
 				if n >= 512 {
 					k := n &^ 7
-					idx = v.run(ref[:k], buf[:k], idx)
-					a.n += int64(k)
+					loaded = a.bufSums(&s, loaded, ref[:k], buf[:k])
 					ref = ref[k:]
 					n = copy(buf[:], buf[k:n])
 				}
@@ -281,10 +211,29 @@ func errLanesFP8AVX512(a *errAcc, ref []float32, codes []byte, scale []float32, 
 		}
 	}
 	k := n &^ 7
-	v.run(ref[:k], buf[:k], idx)
-	a.n += int64(k)
-	a.store512(&v)
+	if a.bufSums(&s, loaded, ref[:k], buf[:k]) {
+		a.save512(&s)
+	}
 	for i := k; i < n; i++ {
 		a.add(ref[i], buf[i])
 	}
+}
+
+// bufSums adds ref against got (a multiple of eight elements, a on a lane boundary) to s, the
+// first eight elements of all through the scalar step, and reports whether s holds a's lanes.
+func (a *errAcc) bufSums(s *sums512, loaded bool, ref, got []float32) bool {
+	if !loaded {
+		h := a.scalarHead(ref, got)
+		ref, got = ref[h:], got[h:]
+		if a.n < 8 {
+			return false
+		}
+		a.load512(s)
+	}
+	for c := 0; c < len(ref); c += maxChunk {
+		m := min(len(ref)-c, maxChunk)
+		s.pairsChunk(ref[c:c+m], got[c:c+m])
+		a.endChunk(s, m)
+	}
+	return true
 }

@@ -1,0 +1,238 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"simd/archsimd"
+	"unsafe"
+)
+
+// The AVX-512 error sums. One Float64x8 register holds the eight lanes of each sum of errsums.go,
+// and two things make a step of eight elements cheaper than the scalar order suggests, without
+// changing a bit of the result:
+//
+//   - Σref², Σref·got and Σgot² add products of two float32 values, which are exact in float64
+//     (24-bit significands, exponents far inside float64's range), so a fused multiply-add
+//     rounds once where the specification rounds once too: fma(r, g, acc) = acc + r·g exactly
+//     as the scalar loop computes it. Σ(got-ref)² is not fused: the difference may carry more
+//     bits than a product of it can keep.
+//   - The largest |got-ref| of each lane is found as the maximum of a chunk of maxChunk
+//     elements (one VMAXPD a step, which keeps its second operand when the first is NaN, as the
+//     scalar "ab > max" skips NaN), and only when a chunk's maximum exceeds the lane's maximum
+//     so far is the first index reaching it looked up in the chunk's saved |got-ref|. That is
+//     the element the scalar loop keeps: the first strict record of the lane. The first eight
+//     elements of a slice go through the scalar step, so that every lane has an element (and a
+//     NaN first element stays the lane's maximum, as in the scalar loop).
+
+// maxChunk is the number of elements whose |got-ref| is kept for the index look-up.
+const maxChunk = 256
+
+// sums512 holds the lanes of errAcc while a loop runs, the maximum bm of the current chunk
+// and the chunk's |got-ref| in element order; base is the index of the chunk's first element.
+// The chunk loops (not inlined) copy the sums into locals and back: Go keeps a struct of more
+// than four fields in memory, and keeps in memory any vector that lives across a call, which
+// would lengthen every accumulator's dependency chain.
+type sums512 struct {
+	sr, se, sa, dt, sg, mx, bm archsimd.Float64x8
+	base                       int64
+	ab                         [maxChunk]float64
+}
+
+// load512 copies a's lanes out; every lane of a must hold an element (a.n >= 8).
+func (a *errAcc) load512(s *sums512) {
+	s.sr = archsimd.LoadFloat64x8(&a.sumSqRef)
+	s.se = archsimd.LoadFloat64x8(&a.sumSqErr)
+	s.sa = archsimd.LoadFloat64x8(&a.sumAbsErr)
+	s.dt = archsimd.LoadFloat64x8(&a.dot)
+	s.sg = archsimd.LoadFloat64x8(&a.sumSqGot)
+	s.mx = archsimd.LoadFloat64x8(&a.maxAbs)
+	s.base = a.n
+}
+
+// save512 stores the lanes back into a.
+func (a *errAcc) save512(s *sums512) {
+	s.sr.Store(&a.sumSqRef)
+	s.se.Store(&a.sumSqErr)
+	s.sa.Store(&a.sumAbsErr)
+	s.dt.Store(&a.dot)
+	s.sg.Store(&a.sumSqGot)
+	s.mx.Store(&a.maxAbs)
+	a.n = s.base
+}
+
+// endChunk ends a chunk of n elements: lanes whose chunk maximum exceeds their maximum so far
+// take it, and the index of its first occurrence in the chunk.
+func (a *errAcc) endChunk(s *sums512, n int) {
+	if upd := s.bm.Greater(s.mx); upd.ToBits() != 0 {
+		var m [8]float64
+		s.bm.Store(&m)
+		for l := range 8 {
+			if upd.ToBits()>>l&1 == 0 {
+				continue
+			}
+			for j := l; j < n; j += 8 {
+				if s.ab[j] == m[l] { // the chunk maximum is the largest non-NaN |got-ref|
+					a.maxIdx[l] = s.base + int64(j)
+					break
+				}
+			}
+		}
+		s.mx = s.bm.Merge(s.mx, upd)
+	}
+	s.base += int64(n)
+}
+
+var negOne64x8 archsimd.Float64x8 // -1 in every lane (initAVX512Vectors)
+
+// step512 adds eight elements (ref r and got g, widened to float64) to the sums and saves
+// their |g-r| at ab. (Values in and out: a vector whose address is taken stays in memory.)
+func step512(r, g, sr, se, sa, dt, sg, bm archsimd.Float64x8, ab *[8]float64) (_, _, _, _, _, _ archsimd.Float64x8) {
+	e := g.Sub(r)
+	abs := e.AsUint64x8().And(absMask64x8).AsFloat64x8()
+	abs.Store(ab)
+	return r.MulAdd(r, sr), se.Add(e.Mul(e)), sa.Add(abs), r.MulAdd(g, dt), g.MulAdd(g, sg), abs.Max(bm)
+}
+
+// scalarHead adds elements through the scalar step until a is on a lane boundary with every
+// lane filled, and returns how many it took.
+func (a *errAcc) scalarHead(ref, got []float32) int {
+	i := 0
+	for ; i < len(ref) && (a.n&7 != 0 || a.n < 8); i++ {
+		a.add(ref[i], got[i])
+	}
+	return i
+}
+
+// errLanesAVX512 is errLanesScalar with the sums in vectors, a chunk of maxChunk elements at
+// a time.
+func errLanesAVX512(a *errAcc, ref, got []float32) {
+	got = got[:len(ref)]
+	h := a.scalarHead(ref, got)
+	ref, got = ref[h:], got[h:]
+	n := len(ref) &^ 7
+	if n > 0 {
+		var s sums512
+		a.load512(&s)
+		for c := 0; c < n; c += maxChunk {
+			m := min(n-c, maxChunk)
+			s.pairsChunk(ref[c:c+m], got[c:c+m])
+			a.endChunk(&s, m)
+		}
+		a.save512(&s)
+	}
+	for i := n; i < len(ref); i++ {
+		a.add(ref[i], got[i])
+	}
+}
+
+// pairsChunk adds ref against got (a multiple of eight elements, at most maxChunk).
+//
+//go:noinline
+func (s *sums512) pairsChunk(ref, got []float32) {
+	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
+	got = got[:len(ref)]
+	ab := s.ab[:len(ref)]
+	for len(ref) >= 8 {
+		r := archsimd.LoadFloat32x8((*[8]float32)(ref)).ConvertToFloat64()
+		g := archsimd.LoadFloat32x8((*[8]float32)(got)).ConvertToFloat64()
+		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(ab))
+		ref, got, ab = ref[8:], got[8:], ab[8:]
+	}
+	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
+}
+
+// int4Levels holds the sixteen levels nibble-8 as float32.
+var int4Levels archsimd.Float32x16 // initAVX512Vectors
+
+// nibbleShifts64 places nibble j of a word in the low bits of lane j.
+var nibbleShifts64 archsimd.Uint64x8 // initAVX512Vectors
+
+// errLanesInt4AVX512 is errLanesInt4Scalar in one pass: per group, the sixteen values
+// (nibble-8)·s of the scalar table (float32 products, widened to float64) fill two Float64x8
+// registers, and each word's eight values are one two-register permute of them by its
+// nibbles, the lane index shifted out of the word.
+func errLanesInt4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
+	if a.n&7 != 0 || len(scales) == 0 {
+		errLanesInt4Scalar(a, ref, packed, scales, g)
+		return
+	}
+	wi := 0 // the next word
+	if a.n < 8 {
+		lut := int4LUT(scales[0])
+		var b [8]float32
+		expandInt4(b[:], packed[:4], &lut)
+		for i, v := range b {
+			a.add(ref[i], v)
+		}
+		wi = 1
+	}
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
+	var s sums512
+	a.load512(&s)
+	for wi < len(words) {
+		if len(words)-wi >= maxChunk/8 {
+			s.int4ChunkFull((*[maxChunk]float32)(ref[8*wi:]), (*[maxChunk / 8]uint32)(words[wi:]), scales, wi, g/8)
+			a.endChunk(&s, maxChunk)
+			wi += maxChunk / 8
+			continue
+		}
+		n := len(words) - wi
+		s.int4Chunk(ref[8*wi:8*(wi+n)], words[wi:wi+n], scales, wi, g/8)
+		a.endChunk(&s, 8*n)
+		wi += n
+	}
+	a.save512(&s)
+}
+
+// int4ChunkFull is int4Chunk for a whole chunk, with array pointers the compiler needs no
+// bounds checks for.
+//
+//go:noinline
+func (s *sums512) int4ChunkFull(ref *[maxChunk]float32, words *[maxChunk / 8]uint32, scales []float32, w0, gw int) {
+	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
+	shifts := nibbleShifts64
+	k := w0 / gw
+	left := (k+1)*gw - w0 // words left in group k
+	lut := int4Levels.Mul(bc16(scales[k]))
+	t0, t1 := lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
+	for j := range maxChunk / 8 {
+		if left == 0 {
+			k, left = k+1, gw
+			lut := int4Levels.Mul(bc16(scales[k]))
+			t0, t1 = lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
+		}
+		left--
+		g := t0.ConcatPermute(t1, archsimd.BroadcastUint64x8(uint64(words[j])).ShiftRight(shifts))
+		r := archsimd.LoadFloat32x8((*[8]float32)(ref[8*j:])).ConvertToFloat64()
+		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(s.ab[8*j:]))
+	}
+	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
+}
+
+// int4Chunk adds ref against the values of words (at most maxChunk/8 of them, the first being
+// word w0 of the slab, groups of gw words with the scales given).
+//
+//go:noinline
+func (s *sums512) int4Chunk(ref []float32, words []uint32, scales []float32, w0, gw int) {
+	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
+	shifts := nibbleShifts64
+	ref = ref[:8*len(words)]
+	ab := s.ab[:len(ref)]
+	k := w0 / gw
+	left := (k+1)*gw - w0 // words left in group k
+	lut := int4Levels.Mul(bc16(scales[k]))
+	t0, t1 := lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
+	for _, w := range words {
+		if left == 0 {
+			k, left = k+1, gw
+			lut := int4Levels.Mul(bc16(scales[k]))
+			t0, t1 = lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
+		}
+		left--
+		g := t0.ConcatPermute(t1, archsimd.BroadcastUint64x8(uint64(w)).ShiftRight(shifts))
+		r := archsimd.LoadFloat32x8((*[8]float32)(ref)).ConvertToFloat64()
+		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(ab))
+		ref, ab = ref[8:], ab[8:]
+	}
+	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
+}

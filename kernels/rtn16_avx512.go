@@ -1,0 +1,195 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"simd/archsimd"
+
+	"pdq/internal/floatcodec"
+)
+
+// RTN quantization of sixteen groups at once, in their natural layout (no transpose: RTN has no
+// search whose steps want one group per lane). A batch is read twice: once for the sixteen
+// absolute maxima, once to quantize. In the second pass the groups go in pairs: each vector
+// holds eight consecutive elements of group a in lanes 0-7 and the same eight of group b in
+// lanes 8-15, which is one packed word of each and, lane for lane, the specification's eight
+// sum lanes of each, so the error and Σx² accumulate in the scalar order with no horizontal
+// step inside a group. At the end the eight pair vectors of each sum are reduced to one lane
+// per group by pairwise adds of even and odd lanes, which is the tree
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). Each element is quantized with packDiv's operations in
+// packDiv's order (IEEE division, clamp, the rounding trick with 1.5·2^23+8, whose low bits are
+// the nibble q+8 and which gives the same level as the trick with 1.5·2^23: 1.5·2^23+8 is even).
+
+// quantRTNBatchesAVX512 quantizes the groups of src (groups of g, a multiple of 16) with the RTN
+// rule in whole batches of sixteen and returns how many it did; the caller does the rest one
+// group at a time. Groups quantGroup treats apart (non-finite, zero scale) are redone by
+// quantGroup, so that the first non-finite value is reported as the per-group loop reports it.
+func quantRTNBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
+	g := p.GroupSize
+	var res rtnBatch
+	k0 := 0
+	for ; k0+batchGroups <= ng; k0 += batchGroups {
+		ok := rtnBatch16(&res, src[k0*g:(k0+batchGroups)*g], out.Packed[k0*g/2:(k0+batchGroups)*g/2], g)
+		sc := out.Scales[2*k0 : 2*(k0+batchGroups)]
+		for l := range batchGroups {
+			k := k0 + l
+			if ok>>l&1 != 0 {
+				out.Stats[k] = GroupStats{SumSq: res.ss[l], Err: res.err[l], RTNErr: res.err[l], Clipped: res.clip[l]}
+				binary.LittleEndian.PutUint16(sc[2*l:], res.scale[l])
+				continue
+			}
+			x := src[k*g : (k+1)*g : (k+1)*g]
+			s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
+			if bad >= 0 {
+				return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+			}
+			binary.LittleEndian.PutUint16(sc[2*l:], floatcodec.Float32ToBF16(s))
+			out.Stats[k] = st
+		}
+	}
+	return k0, nil
+}
+
+// rtnBatch holds the results of sixteen groups.
+type rtnBatch struct {
+	err, ss [batchGroups]float32
+	clip    [batchGroups]int32
+	scale   [batchGroups]uint16 // BF16 codes
+}
+
+// The permutes of the RTN batch: lanes 0-7 of two vectors, lanes 8-15 of two vectors, the even
+// and the odd lanes of two vectors, and for pair i the scales of groups 2i and 2i+1 (set by
+// initRTNVectors, from initAVX512Vectors).
+var (
+	rtnLo, rtnHi, rtnEven, rtnOdd archsimd.Uint32x16
+	rtnPairScale                  [batchGroups / 2]archsimd.Uint32x16
+)
+
+func initRTNVectors() {
+	rtnRne8, rtnHiClip, rtnLoClip = bc16(rne+8), bc16(7.5), bc16(-8.5)
+	rtnMin, rtnMax = bc16(-8), bc16(7)
+	var lo, hi, even, odd [16]uint32
+	for p := range 16 {
+		lo[p] = uint32(p%8 + 16*(p/8))
+		hi[p] = lo[p] + 8
+		even[p], odd[p] = uint32(2*p), uint32(2*p+1)
+	}
+	rtnLo, rtnHi = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
+	rtnEven, rtnOdd = archsimd.LoadUint32x16(&even), archsimd.LoadUint32x16(&odd)
+	for i := range rtnPairScale {
+		var v [16]uint32
+		for p := range v {
+			v[p] = uint32(2*i + p/8)
+		}
+		rtnPairScale[i] = archsimd.LoadUint32x16(&v)
+	}
+}
+
+// rtnBatch16 quantizes the sixteen groups of x (g elements each) into dst and res and returns
+// the mask of the groups it did: those whose maximum is finite and whose scale is not zero.
+func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
+	// Locals, not arrays: Go zeroes an array of vectors each time it is declared.
+	gm := func(l int) archsimd.Uint32x16 { return groupAbsMax(x[l*g : (l+1)*g]) }
+	ev, od := rtnEven, rtnOdd
+	mx := func(a, b archsimd.Uint32x16) archsimd.Uint32x16 {
+		return a.ConcatPermute(b, ev).Max(a.ConcatPermute(b, od))
+	}
+	b0, b1, b2, b3 := mx(gm(0), gm(1)), mx(gm(2), gm(3)), mx(gm(4), gm(5)), mx(gm(6), gm(7))
+	b4, b5, b6, b7 := mx(gm(8), gm(9)), mx(gm(10), gm(11)), mx(gm(12), gm(13)), mx(gm(14), gm(15))
+	amax := mx(mx(mx(b0, b1), mx(b2, b3)), mx(mx(b4, b5), mx(b6, b7)))
+	finite := amax.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
+	sR := roundBF16x16(amax.AsFloat32x16().Div(bc16(7.5)))
+	ok := finite.And(sR.NotEqual(bc16(0))).ToBits()
+	full := sR.Less(bc16(0x1p-126)).ToBits()&ok != 0 // some scale is subnormal (see rtnPair)
+	sR.AsUint32x16().ShiftAllRight(16).TruncateToUint16().Store(&res.scale)
+
+	pair := func(i int) (e, ss archsimd.Float32x16) {
+		e, ss, res.clip[2*i], res.clip[2*i+1] = rtnPair(x[2*i*g:(2*i+2)*g], dst[i*g:(i+1)*g], g, sR.Permute(rtnPairScale[i]), full)
+		return e, ss
+	}
+	e0, s0 := pair(0)
+	e1, s1 := pair(1)
+	e01, s01 := evenOddSum(e0, e1), evenOddSum(s0, s1)
+	e2, s2 := pair(2)
+	e3, s3 := pair(3)
+	e0123, s0123 := evenOddSum(e01, evenOddSum(e2, e3)), evenOddSum(s01, evenOddSum(s2, s3))
+	e4, s4 := pair(4)
+	e5, s5 := pair(5)
+	e45, s45 := evenOddSum(e4, e5), evenOddSum(s4, s5)
+	e6, s6 := pair(6)
+	e7, s7 := pair(7)
+	e4567, s4567 := evenOddSum(e45, evenOddSum(e6, e7)), evenOddSum(s45, evenOddSum(s6, s7))
+	evenOddSum(e0123, e4567).Store(&res.err)
+	evenOddSum(s0123, s4567).Store(&res.ss)
+	return ok
+}
+
+// groupAbsMax returns the largest |x| bit patterns of a group, lane by lane.
+func groupAbsMax(x []float32) archsimd.Uint32x16 {
+	abs := archsimd.BroadcastUint32x16(0x7fffffff)
+	if len(x) == 32 {
+		v := (*[32]float32)(x)
+		a := archsimd.LoadFloat32x16((*[16]float32)(v[:16])).AsUint32x16().And(abs)
+		return a.Max(archsimd.LoadFloat32x16((*[16]float32)(v[16:])).AsUint32x16().And(abs))
+	}
+	acc := archsimd.BroadcastUint32x16(0)
+	for v := 0; v+16 <= len(x); v += 16 {
+		acc = acc.Max(archsimd.LoadFloat32x16((*[16]float32)(x[v:])).AsUint32x16().And(abs))
+	}
+	return acc
+}
+
+// evenOddSum returns the sums of adjacent lanes of a then b: (a0+a1, a2+a3, ..., b14+b15).
+func evenOddSum(a, b archsimd.Float32x16) archsimd.Float32x16 {
+	return a.ConcatPermute(b, rtnEven).Add(a.ConcatPermute(b, rtnOdd))
+}
+
+// rtnPair quantizes two groups (x: group a then group b, g elements each) with the scales s
+// (lanes 0-7 group a's, 8-15 group b's) into dst (the two groups' packed bytes) and returns
+// their eight-lane error and Σx² sums (lanes 0-7 group a, 8-15 group b) and clip counts. full
+// is false when both scales are normal float32 values: then |x/s| < 7.53 (s is absmax/7.5
+// rounded twice, each time by a relative 2^-8 at most, and |x| ≤ absmax), so the clamp at -8
+// and the clip test x/s < -8.5 never act and are left out.
+func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (e, ss archsimd.Float32x16, _, _ int32) {
+	xa, xb := x[:g], x[g:2*g]
+	da, db := dst[:g/2], dst[g/2:g]
+	lo, hi := rtnLo, rtnHi
+	var clipA, clipB int
+	for v := 0; v+16 <= g; v += 16 {
+		va := archsimd.LoadFloat32x16((*[16]float32)(xa[v:]))
+		vb := archsimd.LoadFloat32x16((*[16]float32)(xb[v:]))
+		r0, e0, s0, c0 := rtnStep(va.ConcatPermute(vb, lo), s, full)
+		r1, e1, s1, c1 := rtnStep(va.ConcatPermute(vb, hi), s, full)
+		e, ss = e.Add(e0).Add(e1), ss.Add(s0).Add(s1)
+		if c0|c1 != 0 { // rare; OnesCount8 is a table look-up, not a call (GOAMD64=v1 has no POPCNT)
+			clipA += bits.OnesCount8(uint8(c0)) + bits.OnesCount8(uint8(c1))
+			clipB += bits.OnesCount8(uint8(c0>>8)) + bits.OnesCount8(uint8(c1>>8))
+		}
+		// The low byte of each lane of r0 and r1 is its nibble: one byte per element, then two
+		// nibbles per byte; that gives word v/8 of a, of b, word v/8+1 of a, of b, in that order.
+		y := archsimd.Uint8x32{}.SetLo(r0.TruncateToUint8()).SetHi(r1.TruncateToUint8()).AsUint16x16()
+		w := y.Or(y.ShiftAllRight(4)).TruncateToUint8().AsUint32x4().PermuteScalars(0, 2, 1, 3).AsUint64x2()
+		binary.LittleEndian.PutUint64(da[v/2:], w.GetElem(0))
+		binary.LittleEndian.PutUint64(db[v/2:], w.GetElem(1))
+	}
+	return e, ss, int32(clipA), int32(clipB)
+}
+
+var rtnRne8, rtnHiClip, rtnLoClip, rtnMin, rtnMax archsimd.Float32x16 // initRTNVectors
+
+// rtnStep quantizes sixteen elements v with scales s as packDiv does: it returns the rounded
+// values (v/s clamped, plus 1.5·2^23+8), whose low byte is the nibble, the squared errors and
+// the squares, and the mask of the lanes whose nearest level was clipped. full: see rtnPair.
+func rtnStep(v, s archsimd.Float32x16, full bool) (r archsimd.Uint32x16, e, ss archsimd.Float32x16, clip uint16) {
+	f := v.Div(s)
+	clip = f.GreaterEqual(rtnHiClip).ToBits() // Or of masks would go through vectors
+	if full {
+		clip |= f.Less(rtnLoClip).ToBits()
+		f = f.Max(rtnMin)
+	}
+	rf := f.Min(rtnMax).Add(rtnRne8)
+	d := v.Sub(rf.Sub(rtnRne8).Mul(s))
+	return rf.AsUint32x16(), d.Mul(d), v.Mul(v), clip
+}
