@@ -362,6 +362,7 @@ func TestNonFinite(t *testing.T) {
 			if err == nil {
 				t.Fatal("conversion of a non-finite weight succeeded")
 			}
+			t.Log(err)
 			if !errors.Is(err, quantize.ErrNonFinite) {
 				t.Errorf("got %v, want quantize.ErrNonFinite", err)
 			}
