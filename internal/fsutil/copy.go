@@ -22,14 +22,14 @@ const directAlign = 4096
 // pass. It stops between chunks when ctx is cancelled. Where the file system takes direct I/O
 // (Linux O_DIRECT), whole chunks bypass the page cache: a copy of hundreds of gigabytes neither
 // evicts what the rest of the run reads nor pays for allocating cache pages it never reads
-// again; the unaligned tail, and any file system that refuses direct writes, go through the
-// cache as usual. It returns the number of bytes copied.
+// again; the unaligned tail, any file system that refuses direct writes, and every write when
+// PDQ_DIRECT_IO=0 is set, go through the cache as usual. It returns the number of bytes copied.
 func CopyAtomic(ctx context.Context, path string, perm os.FileMode, src io.Reader, h io.Writer) (int64, error) {
 	var n int64
 	err := writeAtomicFile(path, perm, func(f *os.File) error {
 		raw := make([]byte, copyChunk+directAlign)
 		buf := alignedSlice(raw, directAlign, copyChunk)
-		direct := setDirect(f, true)
+		direct := !noDirect && setDirect(f, true)
 		for {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -80,6 +80,10 @@ func writeChunk(f *os.File, b []byte, direct bool) (bool, error) {
 	_, err := f.Write(b)
 	return direct, err
 }
+
+// noDirect turns direct writes off (PDQ_DIRECT_IO=0): for file systems where O_DIRECT is
+// accepted but slow, such as some network mounts.
+var noDirect = os.Getenv("PDQ_DIRECT_IO") == "0"
 
 // directBytes counts the bytes written directly (tests look at it).
 var directBytes atomic.Int64

@@ -94,3 +94,22 @@ func umask() os.FileMode {
 	fi, _ := os.Stat(f.Name())
 	return 0o777 &^ fi.Mode().Perm()
 }
+
+// TestCopyAtomicBuffered: with direct writes off (PDQ_DIRECT_IO=0) nothing is written directly
+// and the copy is the same.
+func TestCopyAtomicBuffered(t *testing.T) {
+	noDirect = true
+	defer func() { noDirect = false }()
+	data := bytes.Repeat([]byte("pdq"), copyChunk)
+	path := filepath.Join(t.TempDir(), "out")
+	before := directBytes.Load()
+	if _, err := CopyAtomic(context.Background(), path, 0o644, bytes.NewReader(data), nil); err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := os.ReadFile(path); !bytes.Equal(back, data) {
+		t.Fatal("buffered copy differs")
+	}
+	if n := directBytes.Load() - before; n != 0 {
+		t.Fatalf("%d bytes written directly with direct I/O off", n)
+	}
+}
