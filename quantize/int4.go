@@ -43,6 +43,7 @@ func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Opti
 	if err := QuantizeInt4Into(ctx, res, w, rows, cols, opt); err != nil {
 		return nil, err
 	}
+	res.stats = nil // kept only by callers that reuse the result
 	return res, nil
 }
 

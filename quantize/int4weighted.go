@@ -35,6 +35,7 @@ func QuantizeInt4Weighted(ctx context.Context, w []float32, rows, cols int, opt 
 	if err != nil {
 		return nil, err
 	}
+	res.stats = nil
 	return res, nil
 }
 

@@ -84,7 +84,7 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, fmt.Errorf("store: stat %s: %w", key, err)
 	}
 	info := Info{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), Metadata: map[string]string{}}
-	unlock := l.lockMeta()
+	unlock := l.lockMeta(false)
 	defer unlock()
 	if fi, err = os.Stat(l.path(key)); err != nil || !fi.Mode().IsRegular() { // again, under the lock
 		return Info{}, fmt.Errorf("%w: %s", ErrNotExist, key)
@@ -156,7 +156,7 @@ func (l *Local) commit(tmp *os.File, key string, opts PutOptions) error {
 			return fmt.Errorf("store: put %s: %w", key, err)
 		}
 	}
-	unlock := l.lockMeta()
+	unlock := l.lockMeta(true)
 	defer unlock()
 	if opts.IfNoneMatch {
 		if _, err := os.Lstat(dst); err == nil {

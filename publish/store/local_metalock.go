@@ -11,19 +11,27 @@ import (
 var metaLocks sync.Map // root -> *sync.Mutex
 
 // lockMeta takes the store's metadata lock, within this process and (where the system has
-// advisory file locks) across processes, and returns its release.
-func (l *Local) lockMeta() func() {
+// advisory file locks) across processes, and returns its release. A writer (create) makes the
+// lock file; a reader only locks one that exists, so looking at a store never writes to it.
+func (l *Local) lockMeta(create bool) func() {
 	m, _ := metaLocks.LoadOrStore(l.root, new(sync.Mutex))
 	mu := m.(*sync.Mutex)
 	mu.Lock()
 	var f *os.File
-	if err := os.MkdirAll(l.state(), 0o755); err == nil {
-		if f, err = os.OpenFile(l.state("meta.lock"), os.O_RDWR|os.O_CREATE, 0o644); err == nil {
-			if flockExclusive(f) != nil {
-				f.Close()
-				f = nil
-			}
+	var err error
+	if create {
+		if err = os.MkdirAll(l.state(), 0o755); err == nil {
+			f, err = os.OpenFile(l.state("meta.lock"), os.O_RDWR|os.O_CREATE, 0o644)
 		}
+	} else {
+		f, err = os.Open(l.state("meta.lock"))
+	}
+	if err == nil && flockExclusive(f) != nil {
+		f.Close()
+		err = os.ErrInvalid
+	}
+	if err != nil {
+		f = nil
 	}
 	return func() {
 		if f != nil {

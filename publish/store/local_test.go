@@ -61,3 +61,22 @@ func TestValidKey(t *testing.T) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// TestLocalStatWritesNothing: looking at a local store (a pull from a directory someone else
+// published) creates nothing in it, not even the metadata lock.
+func TestLocalStatWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := store.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := l.Stat(context.Background(), "a"); err != nil || info.Size != 1 {
+		t.Fatalf("stat: %+v %v", info, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("the store holds %d entries after a Stat, want 1", len(ents))
+	}
+}
