@@ -64,12 +64,13 @@ func writeChunk(f *os.File, b []byte, direct bool) (bool, error) {
 	if direct {
 		whole := len(b) &^ (directAlign - 1)
 		if whole > 0 {
-			if _, err := f.Write(b[:whole]); err == nil {
-				directBytes.Add(int64(whole))
-				b = b[whole:]
-			} else if !directRefused(err) {
+			n, err := f.Write(b[:whole])
+			directBytes.Add(int64(n))
+			b = b[n:] // what went out stays written: the offset moved past it
+			if err != nil && !directRefused(err) {
 				return direct, err
-			} else {
+			}
+			if err != nil {
 				direct = setDirect(f, false) // the file system takes no direct writes after all
 			}
 		}
