@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -76,28 +75,7 @@ func TestSIMDBatchSearch(t *testing.T) {
 		if trial%5 == 0 {
 			p.Refine = r.IntN(6)
 		}
-		var want slabOut
-		withEverySet(t, func(t *testing.T) {
-			for _, off := range []bool{false, true} {
-				noBatchSearch = off
-				got := quantSlab(x, rows, cols, p)
-				noBatchSearch = false
-				if lp == &scalarLoops && !off {
-					want = got
-					continue
-				}
-				var nf1, nf2 *NonFiniteError
-				if errors.As(got.err, &nf1) != errors.As(want.err, &nf2) || nf1 != nil && (nf1.Index != nf2.Index || math.Float32bits(nf1.Value) != math.Float32bits(nf2.Value)) {
-					t.Fatalf("trial %d (g=%d, per-group %v): error %v, want %v", trial, g, off, got.err, want.err)
-				}
-				if want.err != nil {
-					continue // outputs after the failing group are unspecified
-				}
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("trial %d (g=%d, %d×%d, per-group %v): output differs from the scalar loops", trial, g, rows, cols, off)
-				}
-			}
-		})
+		compareSlabSets(t, x, rows, cols, p)
 	}
 }
 
