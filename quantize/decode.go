@@ -22,8 +22,14 @@ func DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
 	if len(src)*8 != len(dst)*dt.Bits() {
 		return badShape("dense %s weight: %d bytes for %d elements", dt, len(src), len(dst))
 	}
-	if dt == safetensors.BF16 {
-		kernels.DecodeBF16(dst, src) // the common case, in vectors
+	return DecodeFloat32(dst, src, dt)
+}
+
+// DecodeFloat32 is safetensors.DecodeFloat32 with BF16, the dtype checkpoints hold most, decoded
+// in vectors (kernels.DecodeBF16, the same bits).
+func DecodeFloat32(dst []float32, src []byte, dt safetensors.DType) error {
+	if dt == safetensors.BF16 && len(src) == 2*len(dst) {
+		kernels.DecodeBF16(dst, src)
 		return nil
 	}
 	return safetensors.DecodeFloat32(dst, src, dt)

@@ -13,6 +13,7 @@ import (
 	"sort"
 
 	"pdq/internal/par"
+	"pdq/kernels"
 	"pdq/quantize"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -324,7 +325,7 @@ func verifyModule(ctx context.Context, p *Plan, kind OutputKind, m *Module, out 
 		if err != nil {
 			return nil, "", err
 		}
-		safetensors.DecodeBF16(got, b)
+		kernels.DecodeBF16(got, b)
 	default:
 		return nil, "", fmt.Errorf("convert: verify: internal: scheme %q", scheme)
 	}

@@ -171,9 +171,7 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		// Copied tensors are checked too: a NaN or Inf is never written silently.
 		n := len(s.raw) * 8 / m.Weight.DType.Bits()
 		wk.vals = grow(wk.vals, n)
-		if m.Weight.DType == safetensors.BF16 {
-			kernels.DecodeBF16(wk.vals[:n], s.raw)
-		} else if err := safetensors.DecodeFloat32(wk.vals[:n], s.raw, m.Weight.DType); err != nil {
+		if err := quantize.DecodeFloat32(wk.vals[:n], s.raw, m.Weight.DType); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
 		if err := quantize.CheckFinite(m.Weight.Name, wk.vals[:n]); err != nil {
@@ -238,7 +236,7 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *M
 		}
 		return wk.writeScaleRows(set, m.Name+suffixScale, m, s)
 	case SchemeBF16:
-		wk.out = growBytes(wk.out, 2*len(vals))
+		wk.out = grow(wk.out, 2*len(vals))
 		out := wk.out
 		if wk.null {
 			return set.write(m.Name+suffixWeight, base*2, out)
@@ -398,16 +396,11 @@ func (wk *worker) writeScaleRows(set *shardSet, name string, m *Module, s *slab)
 	return set.write(name, sr0*rowBytes, s.scaleRaw)
 }
 
-func grow(b []float32, n int) []float32 {
+// grow returns b with length n, reusing its storage when large enough (the contents are
+// whatever was there: every caller overwrites them).
+func grow[T any](b []T, n int) []T {
 	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
-}
-
-func growBytes(b []byte, n int) []byte {
-	if cap(b) < n {
-		return make([]byte, n)
+		return make([]T, n)
 	}
 	return b[:n]
 }
