@@ -132,12 +132,17 @@ func quantizeInt4Rows(ctx context.Context, res *Int4Result, w []float32, rows, c
 	if err != nil {
 		return err
 	}
+	// In locals, not through res: the sums stay in registers instead of making each addition
+	// wait for the store of the one before (the same additions in the same order).
+	var sumSq, sumSqErr, rtnErr float64
+	var clipped int64
 	for _, st := range stats {
-		res.SumSq += float64(st.SumSq)
-		res.SumSqErr += float64(st.Err)
-		res.RTNSumSqErr += float64(st.RTNErr)
-		res.Clipped += int64(st.Clipped)
+		sumSq += float64(st.SumSq)
+		sumSqErr += float64(st.Err)
+		rtnErr += float64(st.RTNErr)
+		clipped += int64(st.Clipped)
 	}
+	res.SumSq, res.SumSqErr, res.RTNSumSqErr, res.Clipped = sumSq, sumSqErr, rtnErr, clipped
 	return nil
 }
 

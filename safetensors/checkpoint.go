@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"pdq/internal/par"
@@ -51,6 +52,7 @@ type Checkpoint struct {
 	mu     sync.Mutex
 	files  map[*Shard]*os.File // opened on first read
 	closed bool
+	read   atomic.Int64 // bytes read by ReadTensorAt and ReadShardAt
 }
 
 // Open opens a checkpoint at path, which is either a directory holding IndexFileName (the shards

@@ -25,40 +25,68 @@ func (c *Checkpoint) ReadTensorAt(t *Tensor, dst []byte, off int64) error {
 		return fmt.Errorf("safetensors: %s: tensor %q: %w: bytes [%d, %d) of %d",
 			t.Shard.Path, t.Name, ErrOutOfRange, off, off+n, t.ByteSize())
 	}
-	f, err := c.file(t)
+	f, err := c.file(t.Shard, t.Name)
 	if err != nil {
 		return err
 	}
 	if err := readFull(f, dst, t.Offset()+off); err != nil {
 		return fmt.Errorf("safetensors: %s: tensor %q: %w", t.Shard.Path, t.Name, err)
 	}
+	c.read.Add(n)
 	return nil
 }
+
+// ReadShardAt reads len(dst) bytes of shard s's file at offset off, the header included: what
+// a byte-for-byte copy of the shard needs besides the tensors it reads. The range must lie
+// inside the file.
+func (c *Checkpoint) ReadShardAt(s *Shard, dst []byte, off int64) error {
+	n := int64(len(dst))
+	if off < 0 || n > s.Size || off > s.Size-n {
+		return fmt.Errorf("safetensors: %s: %w: bytes [%d, %d) of %d", s.Path, ErrOutOfRange, off, off+n, s.Size)
+	}
+	f, err := c.file(s, "")
+	if err != nil {
+		return err
+	}
+	if err := readFull(f, dst, off); err != nil {
+		return fmt.Errorf("safetensors: %s: %w", s.Path, err)
+	}
+	c.read.Add(n)
+	return nil
+}
+
+// BytesRead returns the bytes ReadTensorAt and ReadShardAt have read from the shard files (what
+// Open reads of the headers, and TensorReader's readers, are not counted).
+func (c *Checkpoint) BytesRead() int64 { return c.read.Load() }
 
 // TensorReader returns a reader over the bytes of t, for tensors too large to read at once. It
 // stays valid until the checkpoint is closed.
 func (c *Checkpoint) TensorReader(t *Tensor) (*io.SectionReader, error) {
-	f, err := c.file(t)
+	f, err := c.file(t.Shard, t.Name)
 	if err != nil {
 		return nil, err
 	}
 	return io.NewSectionReader(f, t.Offset(), t.ByteSize()), nil
 }
 
-// file returns the open file of t's shard, opening it on first use. A file whose size or
-// modification time differs from what Open saw is refused with ErrShardChanged.
-func (c *Checkpoint) file(t *Tensor) (*os.File, error) {
+// file returns the open file of shard s, opening it on first use, for a read of tensor name ("":
+// of the file's bytes). A file whose size or modification time differs from what Open saw is
+// refused with ErrShardChanged.
+func (c *Checkpoint) file(s *Shard, name string) (*os.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("safetensors: %s: tensor %q: %w", t.Shard.Path, t.Name, ErrClosed)
+	what := s.Path
+	if name != "" {
+		what = fmt.Sprintf("%s: tensor %q", s.Path, name)
 	}
-	if f := c.files[t.Shard]; f != nil {
+	if c.closed {
+		return nil, fmt.Errorf("safetensors: %s: %w", what, ErrClosed)
+	}
+	if f := c.files[s]; f != nil {
 		return f, nil
 	}
-	s := t.Shard
 	if !slices.Contains(c.Shards, s) {
-		return nil, fmt.Errorf("safetensors: tensor %q: shard %s is not part of this checkpoint", t.Name, s.Path)
+		return nil, fmt.Errorf("safetensors: %s: shard is not part of this checkpoint", what)
 	}
 	f, err := OpenRegular(s.Path)
 	if err != nil {

@@ -25,18 +25,11 @@ type Writer struct {
 	f          *os.File
 
 	mu       sync.Mutex
-	covered  [][]span // per tensor: disjoint written ranges, sorted, adjacent ones merged
-	err      error    // first error
-	done     bool     // Close or Abort has begun
+	covered  []fsutil.Coverage // per tensor: the ranges written, relative to its start, with their checksums
+	err      error             // first error
+	done     bool              // Close or Abort has begun
 	inflight sync.WaitGroup
 	sum      uint32 // CRC-32C of the whole file, set by a successful Close
-}
-
-// span is a half-open byte range [lo, hi) relative to a tensor's start, with the CRC-32C of the
-// bytes written there (taken from the caller's buffer as it is written, combined as spans merge).
-type span struct {
-	lo, hi int64
-	crc    uint32
 }
 
 // Create starts writing the file described by layout at path. The data goes to TempPath
@@ -71,7 +64,7 @@ func Create(path string, layout *Layout) (*Writer, error) {
 
 // newWriter is a Writer of layout into the open temporary file f, nothing written yet.
 func newWriter(path, temp string, layout *Layout, f *os.File) *Writer {
-	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([][]span, len(layout.Tensors)),
+	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([]fsutil.Coverage, len(layout.Tensors)),
 		index: make(map[string]int, len(layout.Tensors))}
 	for i := range layout.Tensors {
 		w.index[layout.Tensors[i].Name] = i
@@ -165,35 +158,12 @@ func (w *Writer) reserve(name string, off, n int64, crc uint32) (int64, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	spans := w.covered[i]
-	// First span ending after off: the only one that can overlap [off, off+n) from the left.
-	j, _ := slices.BinarySearchFunc(spans, off, func(s span, x int64) int { return cmpInt64(s.hi, x+1) })
-	if j < len(spans) && spans[j].lo < off+n {
+	if hit, ok := w.covered[i].Add(off, n, crc); !ok {
 		return 0, w.failLocked(fmt.Errorf("safetensors: %s: tensor %q: %w: bytes [%d, %d) overlap bytes [%d, %d) already written",
-			w.path, name, ErrWriteMismatch, off, off+n, spans[j].lo, spans[j].hi))
+			w.path, name, ErrWriteMismatch, off, off+n, hit.Lo, hit.Hi))
 	}
-	s := span{off, off + n, crc}
-	mergeLeft := j > 0 && spans[j-1].hi == s.lo
-	mergeRight := j < len(spans) && spans[j].lo == s.hi
-	switch {
-	case mergeLeft && mergeRight:
-		spans[j-1] = spans[j-1].join(s).join(spans[j])
-		spans = slices.Delete(spans, j, j+1)
-	case mergeLeft:
-		spans[j-1] = spans[j-1].join(s)
-	case mergeRight:
-		spans[j] = s.join(spans[j])
-	default:
-		spans = slices.Insert(spans, j, s)
-	}
-	w.covered[i] = spans
 	w.inflight.Add(1)
 	return w.layout.DataStart() + t.DataOffsets[0] + off, nil
-}
-
-// join returns the span of a followed by b (b.lo == a.hi), its checksum combined.
-func (a span) join(b span) span {
-	return span{a.lo, b.hi, fsutil.CombineCRC32C(a.crc, b.crc, b.hi-b.lo)}
 }
 
 // TensorCRC32C returns the CRC-32C of tensor name's bytes, and true, once every byte of it has
@@ -210,14 +180,7 @@ func (w *Writer) TensorCRC32C(name string) (uint32, bool) {
 }
 
 func (w *Writer) tensorCRCLocked(i int) (uint32, bool) {
-	size := w.layout.Tensors[i].ByteSize()
-	if size == 0 {
-		return 0, true
-	}
-	if spans := w.covered[i]; len(spans) == 1 && spans[0].lo == 0 && spans[0].hi == size {
-		return spans[0].crc, true
-	}
-	return 0, false
+	return w.covered[i].Whole(w.layout.Tensors[i].ByteSize())
 }
 
 // fileCRC is the CRC-32C of the whole file: the prefix, then each tensor's bytes in file order,
@@ -315,22 +278,11 @@ func (w *Writer) checkCoverage() error {
 	for i := range w.layout.Tensors {
 		t := &w.layout.Tensors[i]
 		size := t.ByteSize()
-		spans := w.covered[i]
-		if size == 0 || len(spans) == 1 && spans[0].lo == 0 && spans[0].hi == size {
+		gaps := w.covered[i].Gaps(size)
+		if len(gaps) == 0 {
 			continue
 		}
-		// Name the first missing range.
-		var lo int64
-		if len(spans) > 0 && spans[0].lo == 0 {
-			lo = spans[0].hi
-		}
-		hi := size
-		for _, s := range spans {
-			if s.lo > lo {
-				hi = s.lo
-				break
-			}
-		}
+		lo, hi := gaps[0].Lo, gaps[0].Hi // the first missing range
 		return fmt.Errorf("safetensors: %s: tensor %q: %w: bytes [%d, %d) of %d never written",
 			w.path, t.Name, ErrWriteMismatch, lo, hi, size)
 	}

@@ -48,9 +48,7 @@ func Resume(path string, layout *Layout, kept map[string]uint32) (*Writer, error
 			f.Close()
 			return nil, fmt.Errorf("safetensors: %s: tensor %q: %w: not in the layout", path, name, ErrWriteMismatch)
 		}
-		if n := layout.Tensors[i].ByteSize(); n > 0 {
-			w.covered[i] = []span{{0, n, crc}}
-		}
+		w.covered[i].Reset(layout.Tensors[i].ByteSize(), crc)
 	}
 	return w, nil
 }

@@ -3,10 +3,11 @@
 package fsutil
 
 import (
+	"errors"
 	"os"
 )
 
-// setDirect: direct I/O is used on Linux only; elsewhere every write goes through the cache.
-func setDirect(*os.File, bool) bool { return false }
-
+// Direct I/O is used on Linux only; elsewhere every write goes through the cache.
 func directRefused(error) bool { return false }
+
+func openDirectFile(string) (*os.File, error) { return nil, errors.ErrUnsupported }

@@ -36,7 +36,7 @@ type PrefillMode string
 
 // The prefill modes.
 const (
-	PrefillCopy PrefillMode = "copy" // copied, hashed as they pass
+	PrefillCopy PrefillMode = "copy" // copied from the bytes the conversion reads, checksummed as they pass
 	PrefillLink PrefillMode = "link" // hard-linked when on the same filesystem, else copied
 )
 
@@ -142,29 +142,7 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := r.closeReady(); err != nil {
 		return nil, err
 	}
-	// An FP8 source's shards are copied to prefill/ beside the conversion; a failure of either
-	// stops the other.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	copied := make(chan error, 1)
-	if p.Prefill != nil && p.Prefill.CopySource {
-		go func() {
-			err := r.copySource(ctx)
-			if err != nil {
-				cancel(err)
-			}
-			copied <- err
-		}()
-	} else {
-		copied <- nil
-	}
 	err = r.convert(ctx)
-	if err != nil {
-		cancel(err)
-	}
-	if cerr := <-copied; cerr != nil && (err == nil || errors.Is(err, context.Canceled)) {
-		err = cerr
-	}
 	if err != nil {
 		// Interrupted: the tensors finished in unfinished shards stay for a rerun to keep.
 		keep := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"pdq/internal/fsutil"
 	"pdq/kernels"
+	"pdq/safetensors"
 )
 
 // convert streams the source through the workers.
@@ -16,29 +18,51 @@ func (r *runner) convert(ctx context.Context) error {
 	r.results = make([][]slabResult, len(p.Modules))
 	r.left = make([]atomic.Int32, len(p.Modules))
 	r.emits = make([][2]bool, len(p.Modules))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cp, err := r.newCopier(ctx)
+	if err != nil {
+		return err
+	}
 	var slabs []*slab
 	for mi, m := range p.Modules {
 		r.emits[mi] = [2]bool{r.pending(r.prefill, m), r.pending(r.decode, m)}
-		if r.emits[mi] == [2]bool{} {
+		copyOnly := r.emits[mi] == [2]bool{}
+		if copyOnly && !cp.wants(m) {
 			continue // every tensor of m is in a shard finished earlier or written by another part
 		}
 		rows, _ := rowsOf(m)
 		step := slabRows(m)
 		n := 0
 		for r0 := 0; r0 < rows || (rows == 0 && n == 0); r0 += step {
-			slabs = append(slabs, &slab{mi: mi, si: n, r0: r0, r1: min(rows, r0+step)})
+			s := &slab{mi: mi, si: n, r0: r0, r1: min(rows, r0+step), copyOnly: copyOnly}
+			s.ranges(m)
+			if cp.wants(m) {
+				cp.count(m, s)
+			}
+			slabs = append(slabs, s)
 			n++
 			if rows == 0 {
 				break
 			}
+		}
+		if copyOnly {
+			continue // read for the prefill copy alone
 		}
 		r.results[mi] = make([]slabResult, n)
 		r.left[mi].Store(int32(n))
 		r.total += m.Weight.ByteSize() // what slabDone counts: weight rows, not scale companions
 		r.factors.plan(m)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	copied := make(chan struct{})
+	if cp != nil {
+		go func() {
+			defer close(copied)
+			cp.run(ctx, cancel)
+		}()
+	} else {
+		close(copied)
+	}
 	work := make(chan *slab, r.ro.Workers)
 	var wg sync.WaitGroup
 	for range r.ro.Workers {
@@ -48,21 +72,29 @@ func (r *runner) convert(ctx context.Context) error {
 			wk := &worker{r: r, backend: r.ro.Backend, null: r.ro.Backend == kernels.Backend(kernels.Null{})}
 			for s := range work {
 				err := wk.process(ctx, s)
-				putRaw(s.raw)
-				s.raw, s.scaleRaw = nil, nil
 				if err == nil {
 					err = r.slabDone(s)
 				}
-				r.budget.release(s.cost)
+				r.release(s)
 				if err != nil {
 					cancel(err)
 				}
 			}
 		}()
 	}
-	err := r.read(ctx, slabs, work)
+	err = r.read(ctx, slabs, work, cp)
 	close(work)
+	if cp != nil {
+		close(cp.in)
+	}
 	wg.Wait()
+	<-copied
+	if err == nil && context.Cause(ctx) == nil && cp != nil && cp.unfinished() > 0 {
+		err = fmt.Errorf("convert: internal: %d prefill copies unfinished after the last slab", cp.unfinished())
+	}
+	if err != nil || context.Cause(ctx) != nil {
+		cp.abort()
+	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}
@@ -75,43 +107,93 @@ func (r *runner) convert(ctx context.Context) error {
 	return nil
 }
 
-// read is the single reader: it reads slabs in file order within the memory budget.
-func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab) error {
+// read is the single reader: it reads slabs in file order within the memory budget and hands
+// each to a worker and, when its shard is copied to prefill/, to the copier cp.
+func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab, cp *copier) error {
 	src := r.plan.Source
 	for _, s := range slabs {
 		m := r.plan.Modules[s.mi]
-		_, rowBytes := rowsOf(m)
-		n := int64(s.r1-s.r0) * rowBytes
-		if m.Weight.ByteSize() == 0 {
-			n = 0
+		s.cost = s.wLen + s.sLen
+		if !s.copyOnly {
+			elems := int64(s.r1-s.r0) * int64(max(m.Cols, 1))
+			s.cost = 2*s.wLen + 16*elems + gptqWorkBytes(m)
 		}
-		elems := int64(s.r1-s.r0) * int64(max(m.Cols, 1))
-		s.cost = 2*n + 16*elems + gptqWorkBytes(m)
 		if err := r.budget.acquire(ctx, s.cost); err != nil {
 			return err
 		}
-		s.raw = getRaw(n)
-		if err := src.ReadTensorAt(m.Weight, s.raw, int64(s.r0)*rowBytes); err != nil {
+		// Aligned like its place in the file, so that the copier's write of it can bypass the
+		// page cache.
+		copying := cp.wants(m)
+		s.raw, s.rawBase = getRaw(s.wLen, m.Weight.Offset()+s.wOff)
+		var err error
+		s.rawCRC, err = readTensor(src, m.Weight, s.raw, s.wOff, copying)
+		if err == nil && m.Scale != nil {
+			s.scaleRaw = make([]byte, s.sLen)
+			s.scaleCRC, err = readTensor(src, m.Scale, s.scaleRaw, s.sOff, copying)
+		}
+		if err != nil {
+			putRaw(s.rawBase)
 			r.budget.release(s.cost)
 			return fmt.Errorf("convert: read %s: %w", m.describe(), err)
 		}
-		if m.Scale != nil {
-			sr0, sr1 := scaleRange(m, s.r0, s.r1)
-			srow := m.Scale.ByteSize() / max(m.Scale.Shape[0], 1)
-			s.scaleRaw = make([]byte, (sr1-sr0)*srow)
-			if err := src.ReadTensorAt(m.Scale, s.scaleRaw, sr0*srow); err != nil {
-				r.budget.release(s.cost)
-				return fmt.Errorf("convert: read %s: %w", m.describe(), err)
+		refs := int32(1)
+		if copying && !s.copyOnly {
+			refs = 2
+		}
+		s.refs.Store(refs)
+		if copying {
+			select {
+			case cp.in <- s:
+			case <-ctx.Done():
+				for range refs {
+					r.release(s)
+				}
+				return ctx.Err()
 			}
+		}
+		if s.copyOnly {
+			continue
 		}
 		select {
 		case work <- s:
 		case <-ctx.Done():
-			r.budget.release(s.cost)
+			r.release(s)
 			return ctx.Err()
 		}
 	}
 	return nil
+}
+
+// readChunk is the size of the reads of a slab whose bytes the copier writes too: the checksum
+// of each is taken while it is still in the core's cache.
+const readChunk = 1 << 20
+
+// readTensor reads len(dst) bytes of t from off; with sum set it returns their CRC-32C, taken
+// chunk by chunk as they arrive.
+func readTensor(src *safetensors.Checkpoint, t *safetensors.Tensor, dst []byte, off int64, sum bool) (uint32, error) {
+	if !sum {
+		return 0, src.ReadTensorAt(t, dst, off)
+	}
+	var crc uint32
+	for lo := 0; lo < len(dst); lo += readChunk {
+		b := dst[lo:min(len(dst), lo+readChunk)]
+		if err := src.ReadTensorAt(t, b, off+int64(lo)); err != nil {
+			return 0, err
+		}
+		crc = fsutil.CombineCRC32C(crc, fsutil.UpdateCRC32C(0, b), int64(len(b)))
+	}
+	return crc, nil
+}
+
+// release drops one holder of slab s (a worker, the copier); the last one returns its buffer
+// and its share of the memory budget.
+func (r *runner) release(s *slab) {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	putRaw(s.rawBase)
+	s.raw, s.rawBase, s.scaleRaw = nil, nil, nil
+	r.budget.release(s.cost)
 }
 
 // pending reports whether some output tensor of m lies in a shard of set that this run still

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"pdq/calib"
+	"pdq/internal/fsutil"
 	"pdq/kernels"
 	"pdq/quantize"
 	"pdq/safetensors"
@@ -16,11 +18,31 @@ import (
 
 // slab is a range of rows of one module, the unit of work: read, decode, quantize, write.
 type slab struct {
-	mi, si   int // module index, slab index within the module
-	r0, r1   int // rows
-	raw      []byte
-	scaleRaw []byte
-	cost     int64
+	mi, si     int   // module index, slab index within the module
+	r0, r1     int   // rows
+	wOff, wLen int64 // the bytes of the weight these rows are, from the tensor's start
+	sOff, sLen int64 // the bytes of the scale companion they use (none without one)
+	copyOnly   bool  // read for the prefill copy of its shard alone: every output tensor is done
+	raw        []byte
+	rawBase    []byte // the pooled buffer raw lies in
+	scaleRaw   []byte
+	rawCRC     uint32 // CRC-32C of raw and of scaleRaw, taken as they were read, for the copier
+	scaleCRC   uint32
+	cost       int64
+	refs       atomic.Int32 // holders (a worker, the copier); the last returns raw and cost
+}
+
+// ranges sets the byte ranges of the weight and the scale companion slab s reads.
+func (s *slab) ranges(m *Module) {
+	_, rowBytes := rowsOf(m)
+	if m.Weight.ByteSize() > 0 {
+		s.wOff, s.wLen = int64(s.r0)*rowBytes, int64(s.r1-s.r0)*rowBytes
+	}
+	if m.Scale != nil {
+		sr0, sr1 := scaleRange(m, s.r0, s.r1)
+		srow := m.Scale.ByteSize() / max(m.Scale.Shape[0], 1)
+		s.sOff, s.sLen = sr0*srow, (sr1-sr0)*srow
+	}
 }
 
 // slabResult holds the metrics one slab produced, per output.
@@ -409,12 +431,17 @@ func grow[T any](b []T, n int) []T {
 // dozen buffers instead of allocating (and clearing, and collecting) each one.
 var rawPool sync.Pool
 
-// getRaw returns a buffer of n bytes, reused when the pool has one large enough.
-func getRaw(n int64) []byte {
-	if p, ok := rawPool.Get().(*[]byte); ok && int64(cap(*p)) >= n && int64(cap(*p)) <= 2*n {
-		return (*p)[:n]
+// getRaw returns a buffer of n bytes whose address is congruent to off modulo the direct I/O
+// alignment (fsutil.AlignedLike), and the pooled buffer it lies in, reused when the pool has one
+// large enough.
+func getRaw(n, off int64) (buf, base []byte) {
+	want := n + fsutil.DirectAlign
+	if p, ok := rawPool.Get().(*[]byte); ok && int64(cap(*p)) >= want && int64(cap(*p)) <= 2*want {
+		base = (*p)[:want]
+	} else {
+		base = make([]byte, want)
 	}
-	return make([]byte, n)
+	return fsutil.AlignedLike(base, off, int(n)), base
 }
 
 // putRaw returns a buffer no longer referenced to the pool.

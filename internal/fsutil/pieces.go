@@ -1,0 +1,245 @@
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// ErrPieces: a PieceFile was handed a piece outside the file or overlapping one written before,
+// or committed with bytes never written.
+var ErrPieces = errors.New("file pieces do not tile the file")
+
+// PieceFile is a file of a known size written in pieces at their offsets, in any order (a copy
+// fed from the buffers a reader already holds, instead of reading its source a second time).
+// It is built under PartialName(path), created fresh, and appears at path only when Commit has
+// checked that every byte was written exactly once. The CRC-32C of each piece is taken as it is
+// written and the checksums combine (Coverage), so Commit knows the file's checksum without
+// reading it back. Where the file system takes direct I/O (Linux O_DIRECT), the block-aligned
+// middle of a piece whose buffer is aligned like its offset (AlignedLike) goes around the page
+// cache: a copy of hundreds of gigabytes then neither evicts what the rest of the run reads nor pays for
+// cache pages it never reads again; the edges, and everything when direct writes are refused or
+// PDQ_DIRECT_IO=0, go through the cache. Its methods may be called from several goroutines.
+type PieceFile struct {
+	path, temp string
+	size       int64
+	f          *os.File // the temporary file
+	d          *os.File // the same file opened for direct writes, or nil
+
+	mu      sync.Mutex
+	covered Coverage
+	err     error
+	done    bool
+}
+
+// CreatePieces starts a PieceFile of size bytes at path with permission bits perm.
+func CreatePieces(path string, perm os.FileMode, size int64) (*PieceFile, error) {
+	temp := PartialName(path)
+	if err := os.Remove(temp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err // whatever lies there (a crashed run's file, a planted link) is never written through
+	}
+	f, err := os.OpenFile(temp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		os.Remove(temp)
+		return nil, err
+	}
+	p := &PieceFile{path: path, temp: temp, size: size, f: f}
+	if !noDirect {
+		p.d = openDirect(temp, f)
+	}
+	return p, nil
+}
+
+// openDirect opens the file f was created as a second time for direct writes, or returns nil
+// (the file system refuses O_DIRECT, or the name no longer leads to f's file).
+func openDirect(name string, f *os.File) *os.File {
+	d, err := openDirectFile(name)
+	if err != nil {
+		return nil
+	}
+	a, errA := f.Stat()
+	b, errB := d.Stat()
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		d.Close()
+		return nil
+	}
+	return d
+}
+
+// Size is the file's size.
+func (p *PieceFile) Size() int64 { return p.size }
+
+// WriteAt writes b at offset off. The range must lie inside the file and overlap nothing written
+// before (ErrPieces). The first error is kept: later calls and Commit return it.
+func (p *PieceFile) WriteAt(b []byte, off int64) error {
+	return p.WriteAtSum(b, off, UpdateCRC32C(0, b))
+}
+
+// WriteAtSum is WriteAt for a caller that has the CRC-32C of b already (taken while b was in
+// cache, as it was read).
+func (p *PieceFile) WriteAtSum(b []byte, off int64, crc uint32) error {
+	n := int64(len(b))
+	p.mu.Lock()
+	err := p.err
+	switch {
+	case err != nil:
+	case p.done:
+		err = fmt.Errorf("%s: write after commit or abort: %w", p.path, os.ErrClosed)
+	case off < 0 || n > p.size || off > p.size-n:
+		err = p.failLocked(fmt.Errorf("%s: %w: bytes [%d, %d) outside [0, %d)", p.path, ErrPieces, off, off+n, p.size))
+	default:
+		if hit, ok := p.covered.Add(off, n, crc); !ok {
+			err = p.failLocked(fmt.Errorf("%s: %w: bytes [%d, %d) overlap bytes [%d, %d) written before", p.path, ErrPieces, off, off+n, hit.Lo, hit.Hi))
+		}
+	}
+	d := p.d
+	p.mu.Unlock()
+	if err != nil || n == 0 {
+		return err
+	}
+	if err := p.write(d, b, off); err != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.failLocked(fmt.Errorf("%s: %w", p.temp, err))
+	}
+	return nil
+}
+
+// write puts b at off: its aligned middle through d when b's address there is aligned too, the
+// rest through the page cache.
+func (p *PieceFile) write(d *os.File, b []byte, off int64) error {
+	end := off + int64(len(b))
+	lo := (off + directAlign - 1) &^ (directAlign - 1)
+	hi := end &^ (directAlign - 1)
+	if d != nil && hi > lo && addrOf(b[lo-off:])%directAlign == 0 {
+		k, err := d.WriteAt(b[lo-off:hi-off], lo)
+		directBytes.Add(int64(k))
+		if err != nil && !directRefused(err) {
+			return err
+		}
+		if err != nil { // the file system takes no direct writes after all
+			p.mu.Lock()
+			p.d = nil
+			p.mu.Unlock()
+			d.Close()
+			_, err = p.f.WriteAt(b[lo-off+int64(k):hi-off], lo+int64(k))
+			if err != nil {
+				return err
+			}
+		}
+		if _, err := p.f.WriteAt(b[:lo-off], off); err != nil {
+			return err
+		}
+		_, err = p.f.WriteAt(b[hi-off:], hi)
+		return err
+	}
+	_, err := p.f.WriteAt(b, off)
+	return err
+}
+
+// Gaps returns the ranges not written yet, in order.
+func (p *PieceFile) Gaps() []Span {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.covered.Gaps(p.size)
+}
+
+// Commit checks that every byte was written, syncs the file, renames it to its path and syncs
+// the directory; it returns the file's CRC-32C. On any failure the temporary file is removed and
+// nothing appears at the path. Writes must not be in progress.
+func (p *PieceFile) Commit() (uint32, error) {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return 0, fmt.Errorf("%s: %w", p.path, os.ErrClosed)
+	}
+	p.done = true
+	err := p.err
+	crc, whole := p.covered.Whole(p.size)
+	if err == nil && !whole {
+		g := p.covered.Gaps(p.size)[0]
+		err = fmt.Errorf("%s: %w: bytes [%d, %d) never written", p.path, ErrPieces, g.Lo, g.Hi)
+	}
+	p.mu.Unlock()
+	if err == nil {
+		err = p.f.Sync()
+	}
+	p.closeFiles(&err)
+	if err == nil {
+		err = os.Rename(p.temp, p.path)
+	}
+	if err == nil {
+		err = SyncDir(filepath.Dir(p.path))
+	}
+	if err != nil {
+		os.Remove(p.temp)
+		return 0, err
+	}
+	return crc, nil
+}
+
+// Abort removes the temporary file; it is a no-op after Commit, so `defer p.Abort()` is safe.
+func (p *PieceFile) Abort() {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	p.done = true
+	p.mu.Unlock()
+	var err error
+	p.closeFiles(&err)
+	os.Remove(p.temp)
+}
+
+// closeFiles closes both descriptors, keeping the first error in *err.
+func (p *PieceFile) closeFiles(err *error) {
+	p.mu.Lock()
+	d := p.d
+	p.d = nil
+	p.mu.Unlock()
+	if d != nil {
+		d.Close()
+	}
+	if cerr := p.f.Close(); *err == nil {
+		*err = cerr
+	}
+}
+
+func (p *PieceFile) failLocked(err error) error {
+	if p.err == nil {
+		p.err = err
+	}
+	return p.err
+}
+
+// DirectAlign is the alignment of offsets, lengths and buffer addresses direct writes get (the
+// largest logical block size in common use).
+const DirectAlign = 4096
+
+const directAlign = DirectAlign
+
+// AlignedLike returns n bytes of raw starting at an address congruent to off modulo DirectAlign,
+// so that the block-aligned middle of a piece written at off can go out directly; raw must hold
+// n+DirectAlign bytes.
+func AlignedLike(raw []byte, off int64, n int) []byte {
+	shift := int((uintptr(off) - addrOf(raw)) % directAlign)
+	return raw[shift : shift+n]
+}
+
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// noDirect turns direct writes off (PDQ_DIRECT_IO=0): for file systems where O_DIRECT is
+// accepted but slow, such as some network mounts.
+var noDirect = os.Getenv("PDQ_DIRECT_IO") == "0"
+
+// directBytes counts the bytes written directly (tests look at it).
+var directBytes atomic.Int64

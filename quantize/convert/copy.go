@@ -1,0 +1,279 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"pdq/internal/fsutil"
+	"pdq/safetensors"
+)
+
+// An FP8 source's shards reach prefill/ unchanged. They are copied from the bytes the reader
+// already reads for the conversion, so each source byte is read once (from the disk, and into
+// memory): the copier writes every slab the reader hands it into the copy of its shard, at the
+// slab's file offset, and then reads the few bytes no slab covers (the header, tensors no module
+// reads such as input_scale, padding). A copy is complete when the last of its slabs is written;
+// it is then checked (fsutil.PieceFile: every byte written once, the CRC-32C combined from the
+// pieces), renamed into place and journaled. With PrefillLink a shard is hard-linked first where
+// the file system allows, and copied that way where it does not.
+
+// sourceCopy is the prefill copy of one source shard this run writes.
+type sourceCopy struct {
+	shard  *safetensors.Shard
+	key    string            // journal key, "prefill/NAME"
+	path   string            // the copy's path
+	pf     *fsutil.PieceFile // created on the first piece
+	pieces int               // slab pieces still to come from the reader
+	done   bool              // committed and journaled
+}
+
+// copier writes the prefill copies of the source shards from the slabs the reader reads.
+type copier struct {
+	r      *runner
+	copies map[*safetensors.Shard]*sourceCopy // fixed once the copier runs (the reader looks up in it)
+	order  []*sourceCopy                      // source order
+	in     chan *slab
+	err    error // the first error (the copier's own, or ctx's)
+}
+
+// gapChunk is the size of the copier's reads of what no slab covers.
+const gapChunk = 1 << 20
+
+// copyQueue is how many slabs may wait for the copier: the memory budget, not the queue, bounds
+// what they hold; the queue only keeps the reader from waiting on a write.
+const copyQueue = 256
+
+// newCopier returns the copier of the source shards this run still copies, after hard-linking
+// those it can with PrefillLink; nil when there are none.
+func (r *runner) newCopier(ctx context.Context) (*copier, error) {
+	p := r.plan
+	if p.Prefill == nil || !p.Prefill.CopySource {
+		return nil, nil
+	}
+	dst := filepath.Join(r.dir, "prefill")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	c := &copier{r: r, copies: map[*safetensors.Shard]*sourceCopy{}, in: make(chan *slab, copyQueue)}
+	for _, s := range p.Source.Shards {
+		key := "prefill/" + s.Name
+		if r.own != nil && !r.own[key] {
+			continue // another part's
+		}
+		r.jmu.Lock()
+		_, done := r.journal.Shards[key]
+		r.jmu.Unlock()
+		if done {
+			continue
+		}
+		if r.ro.PrefillMode == PrefillLink {
+			linked, err := linkShard(ctx, s.Path, filepath.Join(dst, s.Name))
+			if err != nil {
+				return nil, err
+			}
+			if linked != nil {
+				if err := r.copyDone(key, s.Name, linked.size, linked.crc); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		sc := &sourceCopy{shard: s, key: key, path: filepath.Join(dst, s.Name)}
+		c.copies[s] = sc
+		c.order = append(c.order, sc)
+	}
+	if len(c.order) == 0 {
+		return nil, nil
+	}
+	return c, nil
+}
+
+// copyDone journals a finished copy and reports it.
+func (r *runner) copyDone(key, name string, size int64, crc uint32) error {
+	r.jmu.Lock()
+	err := r.journal.add(r.dir, key, &finishedShard{Size: size, CRC32C: &crc})
+	r.jmu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.ro.Events.shardDone(KindPrefill, name, size)
+	return nil
+}
+
+// wants reports whether the copier takes module m's bytes (its weight's or its scale's shard
+// is copied by this run).
+func (c *copier) wants(m *Module) bool {
+	if c == nil {
+		return false
+	}
+	return c.copies[m.Weight.Shard] != nil || m.Scale != nil && c.copies[m.Scale.Shard] != nil
+}
+
+// count records the pieces slab s will hand the copier, so that each copy knows its last one.
+func (c *copier) count(m *Module, s *slab) {
+	if sc := c.copies[m.Weight.Shard]; sc != nil && s.wLen > 0 {
+		sc.pieces++
+	}
+	if m.Scale != nil {
+		if sc := c.copies[m.Scale.Shard]; sc != nil && s.sLen > 0 {
+			sc.pieces++
+		}
+	}
+}
+
+// run writes the slabs that arrive, finishing each copy after its last piece, until in is
+// closed; copies with no pieces at all are made first, from the source. Each slab is released
+// once written. On an error it cancels the run and drains in.
+func (c *copier) run(ctx context.Context, cancel context.CancelCauseFunc) {
+	fail := func(err error) {
+		if c.err == nil {
+			c.err = err
+			cancel(err)
+		}
+	}
+	for _, sc := range c.order {
+		if sc.pieces == 0 && c.err == nil {
+			if err := c.finish(ctx, sc); err != nil {
+				fail(err)
+			}
+		}
+	}
+	for s := range c.in {
+		if c.err == nil {
+			if err := c.write(ctx, s); err != nil {
+				fail(err)
+			}
+		}
+		c.r.release(s)
+	}
+}
+
+// write puts slab s's weight and scale bytes into the copies of their shards.
+func (c *copier) write(ctx context.Context, s *slab) error {
+	m := c.r.plan.Modules[s.mi]
+	if err := c.put(ctx, m.Weight, s.wOff, s.raw, s.rawCRC); err != nil {
+		return err
+	}
+	if m.Scale != nil {
+		return c.put(ctx, m.Scale, s.sOff, s.scaleRaw, s.scaleCRC)
+	}
+	return nil
+}
+
+// put writes the bytes b of tensor t, off bytes into it, whose CRC-32C is crc, into the copy of
+// t's shard.
+func (c *copier) put(ctx context.Context, t *safetensors.Tensor, off int64, b []byte, crc uint32) error {
+	sc := c.copies[t.Shard]
+	if sc == nil || len(b) == 0 {
+		return nil
+	}
+	if err := sc.open(); err != nil {
+		return err
+	}
+	if err := sc.pf.WriteAtSum(b, t.Offset()+off, crc); err != nil {
+		return fmt.Errorf("convert: prefill copy of %s: %w", t.Shard.Name, err)
+	}
+	if sc.pieces--; sc.pieces == 0 {
+		return c.finish(ctx, sc)
+	}
+	return nil
+}
+
+// open creates the temporary file of the copy on its first piece.
+func (sc *sourceCopy) open() error {
+	if sc.pf != nil {
+		return nil
+	}
+	pf, err := fsutil.CreatePieces(sc.path, 0o644, sc.shard.Size)
+	if err != nil {
+		return fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
+	}
+	sc.pf = pf
+	return nil
+}
+
+// finish fills what no slab covered from the source, then commits and journals the copy.
+func (c *copier) finish(ctx context.Context, sc *sourceCopy) error {
+	if err := sc.open(); err != nil {
+		return err
+	}
+	raw := make([]byte, gapChunk+fsutil.DirectAlign)
+	for _, g := range sc.pf.Gaps() {
+		for off := g.Lo; off < g.Hi; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// Aligned like its offset, as the slab buffers are: the middle goes out directly.
+			b := fsutil.AlignedLike(raw, off, int(min(gapChunk, g.Hi-off)))
+			if err := c.r.plan.Source.ReadShardAt(sc.shard, b, off); err != nil {
+				return fmt.Errorf("convert: prefill copy: %w", err)
+			}
+			if err := sc.pf.WriteAt(b, off); err != nil {
+				return fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
+			}
+			off += int64(len(b))
+		}
+	}
+	crc, err := sc.pf.Commit()
+	if err != nil {
+		return fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
+	}
+	sc.done = true
+	return c.r.copyDone(sc.key, sc.shard.Name, sc.shard.Size, crc)
+}
+
+// abort removes the temporary files of the copies not finished.
+func (c *copier) abort() {
+	if c == nil {
+		return
+	}
+	for _, sc := range c.order {
+		if sc.pf != nil {
+			sc.pf.Abort() // a no-op for a committed one
+		}
+	}
+}
+
+// unfinished counts the copies not committed.
+func (c *copier) unfinished() int {
+	n := 0
+	for _, sc := range c.order {
+		if !sc.done {
+			n++
+		}
+	}
+	return n
+}
+
+// linked is a shard hard-linked into place, with the size and CRC-32C of the file.
+type linked struct {
+	size int64
+	crc  uint32
+}
+
+// linkShard hard-links src to dst (same file system) and checksums the linked file; it returns
+// nil without an error when no link is possible (the shard is then copied).
+func linkShard(ctx context.Context, src, dst string) (*linked, error) {
+	tmp := fsutil.PartialName(dst)
+	os.Remove(tmp)
+	target := src
+	if t, err := filepath.EvalSymlinks(src); err == nil {
+		target = t // link the file itself: a hard link to a relative symbolic link dangles here
+	}
+	if err := os.Link(target, tmp); err != nil {
+		slog.Info("hard link not possible; copying", "src", src)
+		return nil, nil
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("convert: link %s: %w", src, err)
+	}
+	size, crc, err := crcFile(ctx, dst)
+	if err != nil {
+		return nil, err
+	}
+	return &linked{size, crc}, nil
+}
