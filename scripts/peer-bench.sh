@@ -14,10 +14,14 @@
 #   each ggml driver in GGML_Q4_0 with -t W: ggml's quantize_q4_0 (quantize_row_q4_0_ref; ggml-cpu's
 #   quantize_row_q4_0 is the same function on x86) on exactly the dumped values; its wall and CPU
 #   time cover the quantization alone (getrusage, clock_gettime), its float32 read is given apart
+#   ("ggmlI" rows)
+#   each driver again end to end (-e, "e2eI" rows), as llama-quantize converts a BF16 GGUF: the
+#   same weights as BF16 (the source's bytes for a BF16 source), each thread reading its rows,
+#   converting them to float32 with ggml's own routine, quantizing and writing Q4_0 to a file
 # The summary gives each configuration's least wall time and least CPU time over the rounds, both
 # also in ns per expert weight (the weights both tools quantize), and the ratios of pdq's to the
-# fastest ggml build's at the same thread count (on a shared machine the CPU time is the steadier
-# figure). pdq does the whole decode conversion: it reads
+# fastest ggml build's at the same thread count, quantizer alone ("x") and end to end ("x e2e")
+# (on a shared machine the CPU time is the steadier figure). pdq does the whole decode conversion: it reads
 # the BF16 (or FP8) source, writes the INT4 experts, the rest as BF16 and report.json, and hashes.
 #
 # The ggml driver is built outside the repository (ggml's code is not part of it):
@@ -58,8 +62,9 @@ fi
 
 GOEXPERIMENT=${GOEXPERIMENT-simd} go build -o "$work/dump" ./scripts/peer/dump
 read -r experts total < <("$work/dump" --out "$work/experts.f32" "$src")
-echo "# $src: $total weights, $experts in the INT4 targets (routed experts), dumped to float32"
-cat "$src"/*.safetensors "$work/experts.f32" >/dev/null # page cache: every tool reads warm files
+"$work/dump" --bf16 --out "$work/experts.bf16" "$src" >/dev/null
+echo "# $src: $total weights, $experts in the INT4 targets (routed experts), dumped to float32 and BF16"
+cat "$src"/*.safetensors "$work/experts.f32" "$work/experts.bf16" >/dev/null # page cache: every tool reads warm files
 
 # pdqrun METHOD W: one conversion; prints "real user sys".
 pdqrun() {
@@ -79,6 +84,10 @@ for ((r = 1; r <= rounds; r++)); do
 			kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
 			echo "ggml$i-w$w $r $(kv wall) $(kv cpu) $(kv read_wall)"
 			echo "$line" >"$work/ggml$i.last"
+			rm -f "$work/q4_0.out"
+			line=$("${drivers[$i]}" -t "$w" -e "$work/q4_0.out" "$work/experts.bf16" "$work/experts.f32.idx")
+			echo "e2e$i-w$w $r $(kv wall) $(kv cpu)"
+			echo "$line" >"$work/e2e$i.last"
 		done
 	done
 done | tee "$work/runs"
@@ -91,20 +100,25 @@ awk -v n="$experts" '$1 != "#" {
 		if (!($1 in bc) || $4 < bc[$1]) bc[$1] = $4
 	}
 	END {
-		for (k in bw) if (k ~ /^ggml/) {
-			w = k; sub(/^ggml[0-9]*-/, "", w)
-			if (!(w in gw) || bw[k] < gw[w]) gw[w] = bw[k]
-			if (!(w in gc) || bc[k] < gc[w]) gc[w] = bc[k]
+		for (k in bw) if (k ~ /^(ggml|e2e)/) {
+			w = k; sub(/^[a-z0-9]*-/, "", w)
+			kind = k ~ /^e2e/ ? "e" : "q"
+			if (!((kind, w) in gw) || bw[k] < gw[kind, w]) gw[kind, w] = bw[k]
+			if (!((kind, w) in gc) || bc[k] < gc[kind, w]) gc[kind, w] = bc[k]
 		}
-		printf "%-14s %8s %8s %10s %10s %7s %7s\n", "config", "wall s", "cpu s", "wall ns/w", "cpu ns/w", "wall x", "cpu x"
+		printf "%-14s %8s %8s %10s %10s %7s %7s %9s %9s\n", "config", "wall s", "cpu s", "wall ns/w", "cpu ns/w", "wall x", "cpu x", "wall x e2e", "cpu x e2e"
 		for (k in bw) {
 			w = k; sub(/^.*-/, "", w)
-			rw = rc = "-"
-			if (k ~ /^pdq/ && (w in gw)) { rw = sprintf("%.2f", bw[k] / gw[w]); rc = sprintf("%.2f", bc[k] / gc[w]) }
-			printf "%-14s %8.3f %8.3f %10.3f %10.3f %7s %7s\n", k, bw[k], bc[k], 1e9 * bw[k] / n, 1e9 * bc[k] / n, rw, rc
+			rw = rc = ew = ec = "-"
+			if (k ~ /^pdq/ && (("q", w) in gw)) { rw = sprintf("%.2f", bw[k] / gw["q", w]); rc = sprintf("%.2f", bc[k] / gc["q", w]) }
+			if (k ~ /^pdq/ && (("e", w) in gw)) { ew = sprintf("%.2f", bw[k] / gw["e", w]); ec = sprintf("%.2f", bc[k] / gc["e", w]) }
+			printf "%-14s %8.3f %8.3f %10.3f %10.3f %7s %7s %9s %9s\n", k, bw[k], bc[k], 1e9 * bw[k] / n, 1e9 * bc[k] / n, rw, rc, ew, ec
 		}
 	}' "$work/runs" | sort
-for i in "${!drivers[@]}"; do echo "# ggml$i = ${drivers[$i]}: $(cat "$work/ggml$i.last")"; done
+for i in "${!drivers[@]}"; do
+	echo "# ggml$i = ${drivers[$i]}: $(cat "$work/ggml$i.last")"
+	echo "# e2e$i = ${drivers[$i]} -e: $(cat "$work/e2e$i.last")"
+done
 
 # Quality on the same weights: pdq's mean SQNR of the INT4 experts beside Q4_0's.
 for m in rtn mse; do

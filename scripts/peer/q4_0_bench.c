@@ -4,6 +4,7 @@
 // repository: build it with scripts/peer/build-ggml.sh.
 //
 //   q4_0_bench [-t THREADS] FILE.f32 [FILE.f32.idx]
+//   q4_0_bench [-t THREADS] -e OUT FILE.f32|FILE.bf16 [IDX]
 //
 // FILE.f32 is read whole into memory with read(2) (timed apart as read_wall); the output buffer
 // is allocated and touched before the clock starts. The timed part is the quantization alone:
@@ -13,6 +14,13 @@
 // clock stops, every tensor is dequantized with ggml's dequantize_row_q4_0 for its SQNR (the mean
 // over tensors, as pdq's summary gives it) and the output is hashed (FNV-1a 64), so that the work
 // cannot be skipped and two runs can be compared.
+//
+// With -e the run is end to end, as llama-quantize converts a file: each thread reads its chunk of
+// rows from the input file (pread), converts BF16 input (a FILE.bf16, as a BF16 GGUF holds it) to
+// float32 with ggml's ggml_bf16_to_fp32_row, quantizes it and writes the Q4_0 blocks at their
+// place in OUT (pwrite); the timed part is all of that, from opening the input to the last write
+// (OUT is not synced). The output is then read back for its hash (the same bytes as the in-memory
+// mode's for the same values); the SQNR is not computed.
 //
 // Prints one line of key=value pairs.
 #ifndef _GNU_SOURCE
@@ -33,6 +41,7 @@
 #include <unistd.h>
 
 #include "ggml-quants.h"
+#include "ggml.h"
 
 #define MIN_CHUNK (32 * 512)
 
@@ -71,6 +80,55 @@ static double cpu(void) {
 
 // q4_0_bytes is the size of n weights in Q4_0: 18 bytes per block of 32.
 static int64_t q4_0_bytes(int64_t n) { return n / QK4_0 * (int64_t)sizeof(block_q4_0); }
+
+// End-to-end mode (-e): the input and output files, and whether the input is BF16.
+static int in_fd = -1, out_fd = -1, in_bf16;
+
+// e2e_worker reads, converts, quantizes and writes the chunks it takes.
+static void *e2e_worker(void *arg) {
+	(void)arg;
+	size_t cap = 0;
+	char *raw = NULL;
+	float *f32 = NULL;
+	uint8_t *q = NULL;
+	for (;;) {
+		int64_t i = atomic_fetch_add(&next_chunk, 1);
+		if (i >= nchunks) {
+			break;
+		}
+		const struct chunk *c = &chunks[i];
+		int64_t n = c->nrow * c->cols, esz = in_bf16 ? 2 : 4;
+		if ((size_t)n > cap) {
+			cap = (size_t)n;
+			raw = realloc(raw, cap * (size_t)esz);
+			f32 = in_bf16 ? realloc(f32, cap * sizeof *f32) : (float *)raw;
+			q = realloc(q, (size_t)q4_0_bytes(n));
+			if (!raw || !f32 || !q) {
+				die("realloc");
+			}
+		}
+		for (int64_t got = 0; got < n * esz;) {
+			ssize_t k = pread(in_fd, raw + got, (size_t)(n * esz - got), (off_t)(c->row0 * esz + got));
+			if (k <= 0) {
+				die("read");
+			}
+			got += k;
+		}
+		if (in_bf16) {
+			ggml_bf16_to_fp32_row((const ggml_bf16_t *)raw, f32, n);
+		}
+		quantize_q4_0(f32, q, c->nrow, c->cols, NULL);
+		if (pwrite(out_fd, q, (size_t)q4_0_bytes(n), (off_t)q4_0_bytes(c->row0)) != q4_0_bytes(n)) {
+			die("write");
+		}
+	}
+	free(raw);
+	if (in_bf16) {
+		free(f32);
+	}
+	free(q);
+	return NULL;
+}
 
 static void *worker(void *arg) {
 	(void)arg;
@@ -199,17 +257,48 @@ static uint64_t fnv1a(const uint8_t *p, int64_t n) {
 	return h;
 }
 
-int main(int argc, char **argv) {
-	int threads = 1, opt;
-	while ((opt = getopt(argc, argv, "t:")) != -1) {
-		if (opt != 't' || (threads = atoi(optarg)) < 1) {
-			fprintf(stderr, "usage: q4_0_bench [-t THREADS] FILE.f32 [FILE.f32.idx]\n");
-			return 2;
+static void usage(void) {
+	fprintf(stderr, "usage: q4_0_bench [-t THREADS] [-e OUT] FILE.f32|FILE.bf16 [IDX]\n");
+	exit(2);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+// run_threads runs fn on THREADS threads and returns the wall and CPU seconds they took.
+static void run_threads(int threads, void *(*fn)(void *), double *wall, double *cpus) {
+	pthread_t *tid = malloc((size_t)threads * sizeof *tid);
+	double c0 = cpu(), t0 = now();
+	for (int i = 0; i < threads; i++) {
+		if ((errno = pthread_create(&tid[i], NULL, fn, NULL)) != 0) {
+			die("pthread_create");
 		}
 	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(tid[i], NULL);
+	}
+	*wall = now() - t0;
+	*cpus = cpu() - c0;
+	free(tid);
+}
+
+int main(int argc, char **argv) {
+	int threads = 1, opt;
+	const char *e2e = NULL;
+	while ((opt = getopt(argc, argv, "t:e:")) != -1) {
+		if (opt == 't' && (threads = atoi(optarg)) >= 1) {
+			continue;
+		}
+		if (opt == 'e') {
+			e2e = optarg;
+			continue;
+		}
+		usage();
+	}
 	if (optind != argc - 1 && optind != argc - 2) {
-		fprintf(stderr, "usage: q4_0_bench [-t THREADS] FILE.f32 [FILE.f32.idx]\n");
-		return 2;
+		usage();
 	}
 	const char *data = argv[optind];
 	char idx[4096];
@@ -217,6 +306,29 @@ int main(int argc, char **argv) {
 	struct tensor *ts;
 	int64_t nt = read_index(optind + 1 < argc ? argv[optind + 1] : idx, &ts);
 	int64_t n = ts[nt - 1].off + ts[nt - 1].rows * ts[nt - 1].cols;
+	plan(ts, nt);
+
+	if (e2e) {
+		in_bf16 = ends_with(data, ".bf16");
+		double wall, cpus, t0 = now(), c0 = cpu();
+		if ((in_fd = open(data, O_RDONLY)) < 0 || (out_fd = open(e2e, O_RDWR | O_CREAT | O_TRUNC, 0644)) < 0) {
+			die(e2e);
+		}
+		run_threads(threads, e2e_worker, &wall, &cpus);
+		close(in_fd);
+		wall = now() - t0; // opening included
+		cpus = cpu() - c0;
+		output = malloc((size_t)q4_0_bytes(n));
+		if (!output || pread(out_fd, output, (size_t)q4_0_bytes(n), 0) != q4_0_bytes(n)) {
+			die(e2e);
+		}
+		close(out_fd);
+		printf("tool=ggml-q4_0-e2e input=%s threads=%d tensors=%lld weights=%lld wall=%.3f cpu=%.3f "
+		       "wall_ns_per_weight=%.3f cpu_ns_per_weight=%.3f fnv=%016llx\n",
+		       in_bf16 ? "bf16" : "f32", threads, (long long)nt, (long long)n, wall, cpus, 1e9 * wall / (double)n,
+		       1e9 * cpus / (double)n, (unsigned long long)fnv1a(output, q4_0_bytes(n)));
+		return 0;
+	}
 
 	double t0 = now();
 	input = read_all(data, n);
@@ -226,20 +338,8 @@ int main(int argc, char **argv) {
 		die("malloc");
 	}
 	memset(output, 0, (size_t)q4_0_bytes(n));
-	plan(ts, nt);
-
-	pthread_t *tid = malloc((size_t)threads * sizeof *tid);
-	double c0 = cpu();
-	t0 = now();
-	for (int i = 0; i < threads; i++) {
-		if ((errno = pthread_create(&tid[i], NULL, worker, NULL)) != 0) {
-			die("pthread_create");
-		}
-	}
-	for (int i = 0; i < threads; i++) {
-		pthread_join(tid[i], NULL);
-	}
-	double wall = now() - t0, cpus = cpu() - c0;
+	double wall, cpus;
+	run_threads(threads, worker, &wall, &cpus);
 
 	printf("tool=ggml-q4_0 threads=%d tensors=%lld weights=%lld read_wall=%.3f wall=%.3f cpu=%.3f "
 	       "wall_ns_per_weight=%.3f cpu_ns_per_weight=%.3f sqnr_mean=%.3f fnv=%016llx\n",

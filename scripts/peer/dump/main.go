@@ -3,10 +3,12 @@
 // be timed on exactly the same weights (scripts/peer-bench.sh).
 //
 //	go run ./scripts/peer/dump --out experts.f32 SRC
+//	go run ./scripts/peer/dump --out experts.bf16 --bf16 SRC
 //
 // OUT receives every INT4 target's weight in source file order, row-major, little-endian float32,
 // decoded the way convert decodes it (BF16, F16 and F32 exactly; FP8 with its block or channel
-// scales); OUT.idx receives one line per tensor, "rows cols name". Both are written under
+// scales); with --bf16 those values rounded to BF16 (nearest, ties to even: exact for a BF16
+// source), the input a BF16 GGUF gives ggml's quantizer; OUT.idx receives one line per tensor, "rows cols name". Both are written under
 // temporary names and renamed when complete. It prints the number of weights written and the
 // number of elements of the whole source (every tensor but the FP8 scales), separated by a space.
 package main
@@ -22,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 
+	"pdq/kernels"
 	"pdq/quantize"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
@@ -34,8 +37,9 @@ var errNoTargets = errors.New("no INT4 target in the source")
 func main() {
 	out := flag.String("out", "", "raw float32 output file (the index goes to OUT.idx)")
 	targets := flag.String("targets", convert.DefaultTargets, "regex over module names: the INT4 targets, as pdq convert --targets")
+	bf16 := flag.Bool("bf16", false, "write BF16 instead of float32")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: dump --out FILE [--targets REGEX] SRC")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: dump --out FILE [--bf16] [--targets REGEX] SRC")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -45,7 +49,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	n, total, err := dump(ctx, flag.Arg(0), *out, *targets)
+	n, total, err := dump(ctx, flag.Arg(0), *out, *targets, *bf16)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dump:", err)
 		os.Exit(1)
@@ -53,9 +57,9 @@ func main() {
 	fmt.Println(n, total)
 }
 
-// dump writes the INT4 targets of src's conversion plan to out and out.idx and returns the
+// dump writes the INT4 targets of src's conversion plan to out (as BF16 with bf16 set) and out.idx and returns the
 // number of weights written and the number of elements of all modules (FP8 scales not counted).
-func dump(ctx context.Context, src, out, targets string) (n, total int64, err error) {
+func dump(ctx context.Context, src, out, targets string, bf16 bool) (n, total int64, err error) {
 	ck, err := safetensors.Open(src)
 	if err != nil {
 		return 0, 0, err
@@ -74,7 +78,13 @@ func dump(ctx context.Context, src, out, targets string) (n, total int64, err er
 			if err != nil {
 				return err
 			}
-			if err := binary.Write(w, binary.LittleEndian, v); err != nil {
+			if bf16 {
+				b := make([]byte, 2*len(v))
+				kernels.EncodeBF16(b, v)
+				if _, err := w.Write(b); err != nil {
+					return err
+				}
+			} else if err := binary.Write(w, binary.LittleEndian, v); err != nil {
 				return err
 			}
 			n += int64(len(v))

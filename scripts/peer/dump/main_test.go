@@ -30,7 +30,7 @@ func TestDump(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), "w.f32")
-			n, total, err := dump(context.Background(), src, out, convert.DefaultTargets)
+			n, total, err := dump(context.Background(), src, out, convert.DefaultTargets, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,6 +75,26 @@ func TestDump(t *testing.T) {
 			if at != len(got) {
 				t.Fatalf("%d values for the listed tensors, %d written", at, len(got))
 			}
+			if tc.fp8 {
+				return
+			}
+			// --bf16 of a BF16 source: the source's bytes of the listed tensors, in order.
+			b16 := filepath.Join(t.TempDir(), "w.bf16")
+			if _, _, err := dump(context.Background(), src, b16, convert.DefaultTargets, true); err != nil {
+				t.Fatal(err)
+			}
+			var want16 []byte
+			for _, name := range names {
+				w := ck.Tensor(name + ".weight")
+				raw := make([]byte, w.ByteSize())
+				if err := ck.ReadTensor(w, raw); err != nil {
+					t.Fatal(err)
+				}
+				want16 = append(want16, raw...)
+			}
+			if got16, err := os.ReadFile(b16); err != nil || string(got16) != string(want16) {
+				t.Fatalf("--bf16 dump: %d bytes (%v), want the %d source bytes of the experts", len(got16), err, len(want16))
+			}
 		})
 	}
 }
@@ -86,7 +106,7 @@ func TestDumpNoTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "w.f32")
-	_, _, err := dump(context.Background(), src, out, `no_such_module$`)
+	_, _, err := dump(context.Background(), src, out, `no_such_module$`, false)
 	if !errors.Is(err, errNoTargets) && !errors.Is(err, convert.ErrNoTargets) {
 		t.Fatalf("err = %v, want no targets", err)
 	}
