@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"pdq/internal/fsutil"
 )
@@ -29,8 +30,15 @@ type Writer struct {
 	err      error             // first error
 	done     bool              // Close or Abort has begun
 	inflight sync.WaitGroup
-	sum      uint32 // CRC-32C of the whole file, set by a successful Close
+	sum      uint32       // CRC-32C of the whole file, set by a successful Close
+	unsynced atomic.Int64 // bytes written since write-back was last started
 }
+
+// writeBackEvery is how many bytes a Writer lets pile up in the page cache before it has the
+// kernel start writing them to the device (fsutil.StartWriteBack): without it a shard's bytes
+// all reach the device during Close's sync, and a conversion waits for the whole shard at its
+// end; with it they go out while the rest is computed.
+const writeBackEvery = 32 << 20
 
 // Create starts writing the file described by layout at path. The data goes to TempPath
 // (".NAME.partial" in the same directory, replaced if it exists), which gets the header at once and
@@ -130,6 +138,10 @@ func (w *Writer) WriteTensorAt(name string, off int64, data []byte) error {
 	defer w.inflight.Done()
 	if _, err := w.f.WriteAt(data, abs); err != nil {
 		return w.fail(fmt.Errorf("safetensors: %s: tensor %q: %w", w.temp, name, err))
+	}
+	if w.unsynced.Add(int64(len(data))) >= writeBackEvery {
+		w.unsynced.Store(0)
+		fsutil.StartWriteBack(w.f)
 	}
 	return nil
 }
