@@ -38,30 +38,38 @@ func backendOr(be kernels.Backend) kernels.Backend {
 
 // QuantizeFP8BlockOpt is QuantizeFP8Block on opt.Backend: the same checks, the same bytes.
 func QuantizeFP8BlockOpt(ctx context.Context, w []float32, rows, cols int, opt FP8Options) (*FP8Result, error) {
+	res := new(FP8Result)
+	if err := QuantizeFP8BlockInto(ctx, res, w, rows, cols, opt); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// QuantizeFP8BlockInto is QuantizeFP8BlockOpt writing its result into res, whose slices'
+// storage it reuses when large enough (every block's codes and scale are written): a caller
+// quantizing slab after slab allocates nothing after the first. On error res's contents are
+// unspecified.
+func QuantizeFP8BlockInto(ctx context.Context, res *FP8Result, w []float32, rows, cols int, opt FP8Options) error {
 	if rows < 0 || cols < 0 || len(w) != rows*cols {
-		return nil, badShape("FP8 source has %d elements, want %d×%d", len(w), rows, cols)
+		return badShape("FP8 source has %d elements, want %d×%d", len(w), rows, cols)
 	}
 	const b = kernels.FP8Block
 	bc := (cols + b - 1) / b
-	res := &FP8Result{
+	*res = FP8Result{
 		Rows: rows, Cols: cols,
-		Data:     make([]byte, rows*cols),
-		ScaleInv: make([]float32, (rows+b-1)/b*bc),
+		Data:     resize(res.Data, rows*cols),
+		ScaleInv: resize(res.ScaleInv, (rows+b-1)/b*bc),
 	}
 	if cols == 0 {
-		return res, ctx.Err()
+		return ctx.Err()
 	}
 	be := backendOr(opt.Backend)
 	bands := (rows + b - 1) / b
 	step := slabStep(be, max(1, chunkElems/(b*cols)), bands)
-	err := forChunks(ctx, bands, step, opt.Workers, func(b0, b1 int) error {
+	return forChunks(ctx, bands, step, opt.Workers, func(b0, b1 int) error {
 		r0, r1 := b0*b, min(rows, b1*b)
 		return kernelErr(be, be.QuantizeFP8Block(res.Data[r0*cols:r1*cols], res.ScaleInv[b0*bc:b1*bc], w[r0*cols:r1*cols], r1-r0, cols), r0, cols)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // DequantizeFP8BlockOn is DequantizeFP8Block on backend be (nil: kernels.CPU).

@@ -154,13 +154,15 @@ func scaleCols(m *Module) int {
 
 // worker holds the reusable state of one worker goroutine.
 type worker struct {
-	r       *runner
-	vals    []float32
-	deq     []float32
-	out     []byte              // encoded BF16 values of a slab, reused
-	int4    quantize.Int4Result // the plain quantizer's result, storage reused slab after slab
-	backend kernels.Backend
-	null    bool // kernels.Null: the pipeline alone, no decoding, checks or error sums
+	r         *runner
+	vals      []float32
+	deq       []float32
+	out       []byte              // encoded BF16 values of a slab, reused
+	int4      quantize.Int4Result // the plain quantizer's result, storage reused slab after slab
+	fp8       quantize.FP8Result  // the FP8 block quantizer's, likewise
+	fp8Scales []byte              // its scales as bytes
+	backend   kernels.Backend
+	null      bool // kernels.Null: the pipeline alone, no decoding, checks or error sums
 }
 
 // process runs one slab through both outputs.
@@ -272,15 +274,16 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *M
 		met.Add(vals, wk.deq[:len(vals)], base)
 		return nil
 	case SchemeFP8Block:
-		q, err := quantize.QuantizeFP8BlockOpt(ctx, vals, rows, m.Cols, quantize.FP8Options{Workers: 1, Backend: wk.backend})
-		if err != nil {
+		q := &wk.fp8 // written before the worker's next slab: the storage is reused
+		if err := quantize.QuantizeFP8BlockInto(ctx, q, vals, rows, m.Cols, quantize.FP8Options{Workers: 1, Backend: wk.backend}); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
 		name := m.fp8ScaleName(kind)
 		if err := set.write(m.Name+suffixWeight, base, q.Data); err != nil {
 			return err
 		}
-		sb := make([]byte, 4*len(q.ScaleInv))
+		wk.fp8Scales = grow(wk.fp8Scales, 4*len(q.ScaleInv))
+		sb := wk.fp8Scales
 		for i, v := range q.ScaleInv {
 			binary.LittleEndian.PutUint32(sb[4*i:], math.Float32bits(v))
 		}
