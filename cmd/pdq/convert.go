@@ -43,7 +43,8 @@ func newConvertCmd() *cobra.Command {
 		Short: "Write the prefill (FP8) and decode (INT4) checkpoints and the error report",
 		Long: `Convert reads SRC once, in file order, and writes:
 
-  DIR/prefill/     FP8 e4m3 128x128 blocks (an FP8-block source passes through bit-exact)
+  DIR/prefill/     FP8 e4m3 128x128 blocks (an FP8-block source's shards are copied bit-exact
+                   from the bytes read for the conversion, or hard-linked: --prefill-mode)
   DIR/decode/      routed experts as group-wise INT4 in the compressed-tensors pack-quantized
                    layout, the rest BF16 (or FP8 with --decode-dense fp8); loads in vLLM and SGLang
   DIR/report.json  per-tensor RMSE, relative RMSE, SQNR, max error and cosine of every quantized
@@ -54,7 +55,7 @@ written under temporary names and renamed when complete; a journal records finis
 every finished tensor of the shards still open (with a checksum of its bytes), so rerunning the
 same command (or --resume) after a crash, kill -9 or Ctrl-C keeps every finished tensor and
 ends byte-identical to an uninterrupted run; it says how many shards it keeps ("resuming: 12 of
-91 decode shards and 40 of 142 prefill shards already done (verified)": size and SHA-256 checked)
+91 decode shards and 40 of 142 prefill shards already done (verified)": size and CRC-32C checked)
 and the bar counts only the work left. Rerunning a finished conversion says "already complete".
 The same input gives byte-identical output for any --workers.
 
@@ -129,7 +130,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 	var resumed convert.ResumeInfo
 	ro.Events.Resumed = func(ri convert.ResumeInfo) {
 		resumed = ri
-		slog.Debug("journal: finished shards kept (size and SHA-256 checked)", "prefill", ri.PrefillDone, "prefill_shards", ri.PrefillShards,
+		slog.Debug("journal: finished shards kept (size and CRC-32C checked)", "prefill", ri.PrefillDone, "prefill_shards", ri.PrefillShards,
 			"decode", ri.DecodeDone, "decode_shards", ri.DecodeShards)
 		if talk && ri.Any() && !ri.Complete() {
 			fmt.Fprintf(errw, "resuming: %s already done (verified)\n", resumeCounts(ri))
