@@ -42,9 +42,12 @@ type copier struct {
 // gapChunk is the size of the copier's reads of what no slab covers.
 const gapChunk = 1 << 20
 
-// copyQueue is how many slabs may wait for the copier: the memory budget, not the queue, bounds
-// what they hold; the queue only keeps the reader from waiting on a write.
-const copyQueue = 256
+// copyQueue is how many slabs may wait for the copier: enough to smooth the device's pace, few
+// enough that a copier slower than the conversion (a slow disk) holds the reader back instead of
+// having it read slab after slab into fresh buffers up to the memory budget (a 1 GiB FP8 run on a
+// busy disk faulted in 300 MB of new buffers with room for 256; 150 MB with 8, of which the
+// workers' own are most).
+const copyQueue = 8
 
 // newCopier returns the copier of the source shards this run still copies, after hard-linking
 // those it can with PrefillLink; nil when there are none.

@@ -89,6 +89,7 @@ type runner struct {
 	own             map[string]bool // a part's files (journal keys); nil: every file
 	emits           [][2]bool       // per module: whether this run computes its prefill, decode tensors
 	factors         factorCache     // GPTQ factors shared by modules reading the same input
+	raws            rawBufs         // slab read buffers
 }
 
 // Run executes plan p into dir (dir/prefill, dir/decode, dir/report.json) and returns the report.

@@ -124,7 +124,7 @@ func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab, cp 
 		// Aligned like its place in the file, so that the copier's write of it can bypass the
 		// page cache.
 		copying := cp.wants(m)
-		s.raw, s.rawBase = getRaw(s.wLen, m.Weight.Offset()+s.wOff)
+		s.raw, s.rawBase = r.raws.get(s.wLen, m.Weight.Offset()+s.wOff)
 		var err error
 		s.rawCRC, err = readTensor(src, m.Weight, s.raw, s.wOff, copying)
 		if err == nil && m.Scale != nil {
@@ -132,7 +132,7 @@ func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab, cp 
 			s.scaleCRC, err = readTensor(src, m.Scale, s.scaleRaw, s.sOff, copying)
 		}
 		if err != nil {
-			putRaw(s.rawBase)
+			r.raws.put(s.rawBase)
 			r.budget.release(s.cost)
 			return fmt.Errorf("convert: read %s: %w", m.describe(), err)
 		}
@@ -191,7 +191,7 @@ func (r *runner) release(s *slab) {
 	if s.refs.Add(-1) != 0 {
 		return
 	}
-	putRaw(s.rawBase)
+	r.raws.put(s.rawBase)
 	s.raw, s.rawBase, s.scaleRaw = nil, nil, nil
 	r.budget.release(s.cost)
 }

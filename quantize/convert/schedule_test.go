@@ -3,6 +3,9 @@ package convert
 import (
 	"context"
 	"testing"
+	"unsafe"
+
+	"pdq/internal/fsutil"
 )
 
 // TestReviewBudgetCancelledAcquire: an acquire that fails because the run was cancelled holds
@@ -16,5 +19,38 @@ func TestBudgetCancelledAcquire(t *testing.T) {
 	}
 	if b.used != 0 {
 		t.Errorf("a failed acquire left %d bytes in flight", b.used)
+	}
+}
+
+// TestRawBufs: read buffers come aligned like their file offsets, are reused best fit, and at
+// most maxIdleRaw are kept idle, the largest.
+func TestRawBufs(t *testing.T) {
+	var p rawBufs
+	var bases [][]byte
+	for i := range maxIdleRaw + 4 {
+		n := int64(1000 + 100*i)
+		buf, base := p.get(n, int64(i*777))
+		if int64(len(buf)) != n || (uintptr(unsafe.Pointer(unsafe.SliceData(buf)))-uintptr(i*777))%fsutil.DirectAlign != 0 {
+			t.Fatalf("get(%d, %d): %d bytes at an address not congruent to the offset", n, i*777, len(buf))
+		}
+		bases = append(bases, base)
+	}
+	for _, b := range bases {
+		p.put(b)
+	}
+	if len(p.idle) != maxIdleRaw {
+		t.Fatalf("%d idle buffers kept, want %d", len(p.idle), maxIdleRaw)
+	}
+	for _, b := range p.idle {
+		if cap(b) < 1000+100*4+fsutil.DirectAlign {
+			t.Fatalf("a %d-byte buffer kept while larger ones were dropped", cap(b))
+		}
+	}
+	_, base := p.get(1500, 0) // the best fit: the smallest buffer holding 1500+DirectAlign
+	if want := 1500 + fsutil.DirectAlign; cap(base) < want || cap(base) > want+100 {
+		t.Fatalf("got a %d-byte buffer for %d", cap(base), want)
+	}
+	if len(p.idle) != maxIdleRaw-1 {
+		t.Fatalf("%d idle after a get, want %d", len(p.idle), maxIdleRaw-1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -430,26 +431,56 @@ func grow[T any](b []T, n int) []T {
 	return b[:n]
 }
 
-// rawPool keeps slab read buffers for reuse: a run reads hundreds of gigabytes through a few
-// dozen buffers instead of allocating (and clearing, and collecting) each one.
-var rawPool sync.Pool
+// rawBufs keeps a run's slab read buffers for reuse: a run reads hundreds of gigabytes through
+// a few dozen buffers instead of allocating (and faulting in, clearing and collecting) each one.
+// Unlike a sync.Pool it keeps them across garbage collections and hands out the best fit of all
+// it holds; it holds at most maxIdleRaw, so memory does not pile up when slab sizes change.
+type rawBufs struct {
+	mu   sync.Mutex
+	idle [][]byte
+}
 
-// getRaw returns a buffer of n bytes whose address is congruent to off modulo the direct I/O
-// alignment (fsutil.AlignedLike), and the pooled buffer it lies in, reused when the pool has one
-// large enough.
-func getRaw(n, off int64) (buf, base []byte) {
-	want := n + fsutil.DirectAlign
-	if p, ok := rawPool.Get().(*[]byte); ok && int64(cap(*p)) >= want && int64(cap(*p)) <= 2*want {
-		base = (*p)[:want]
-	} else {
+// maxIdleRaw bounds the buffers a rawBufs keeps unused.
+const maxIdleRaw = 16
+
+// get returns a buffer of n bytes whose address is congruent to off modulo the direct I/O
+// alignment (fsutil.AlignedLike), and the pooled buffer it lies in.
+func (p *rawBufs) get(n, off int64) (buf, base []byte) {
+	want := int(n) + fsutil.DirectAlign
+	p.mu.Lock()
+	best := -1
+	for i, b := range p.idle {
+		if cap(b) >= want && (best < 0 || cap(b) < cap(p.idle[best])) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		base = p.idle[best][:want]
+		p.idle = slices.Delete(p.idle, best, best+1)
+	}
+	p.mu.Unlock()
+	if base == nil {
 		base = make([]byte, want)
 	}
 	return fsutil.AlignedLike(base, off, int(n)), base
 }
 
-// putRaw returns a buffer no longer referenced to the pool.
-func putRaw(b []byte) {
-	if cap(b) > 0 {
-		rawPool.Put(&b)
+// put returns a buffer no longer referenced; with maxIdleRaw kept already, the smallest of them
+// and it is dropped.
+func (p *rawBufs) put(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.idle = append(p.idle, b)
+	if len(p.idle) > maxIdleRaw {
+		small := 0
+		for i, x := range p.idle {
+			if cap(x) < cap(p.idle[small]) {
+				small = i
+			}
+		}
+		p.idle = slices.Delete(p.idle, small, small+1)
 	}
 }
