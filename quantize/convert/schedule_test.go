@@ -23,7 +23,7 @@ func TestBudgetCancelledAcquire(t *testing.T) {
 }
 
 // TestRawBufs: read buffers come aligned like their file offsets, are reused best fit, and at
-// most maxIdleRaw are kept idle, the largest.
+// most maxIdleRaw are kept idle, the largest, and at most maxIdleRawBytes.
 func TestRawBufs(t *testing.T) {
 	var p rawBufs
 	var bases [][]byte
@@ -52,5 +52,16 @@ func TestRawBufs(t *testing.T) {
 	}
 	if len(p.idle) != maxIdleRaw-1 {
 		t.Fatalf("%d idle after a get, want %d", len(p.idle), maxIdleRaw-1)
+	}
+	var big [][]byte
+	for range 8 {
+		_, b := p.get(maxIdleRawBytes/4, 0)
+		big = append(big, b)
+	}
+	for _, b := range big {
+		p.put(b)
+	}
+	if p.bytes > maxIdleRawBytes {
+		t.Fatalf("%d bytes idle, more than %d", p.bytes, maxIdleRawBytes)
 	}
 }

@@ -434,14 +434,21 @@ func grow[T any](b []T, n int) []T {
 // rawBufs keeps a run's slab read buffers for reuse: a run reads hundreds of gigabytes through
 // a few dozen buffers instead of allocating (and faulting in, clearing and collecting) each one.
 // Unlike a sync.Pool it keeps them across garbage collections and hands out the best fit of all
-// it holds; it holds at most maxIdleRaw, so memory does not pile up when slab sizes change.
+// it holds; it holds at most maxIdleRaw of them and maxIdleRawBytes, so memory does not pile up
+// when slab sizes change (what is in flight is bounded by the run's memory budget; this is the
+// fixed overhead beside it).
 type rawBufs struct {
-	mu   sync.Mutex
-	idle [][]byte
+	mu    sync.Mutex
+	idle  [][]byte
+	bytes int // the capacity of idle
 }
 
-// maxIdleRaw bounds the buffers a rawBufs keeps unused.
-const maxIdleRaw = 16
+// maxIdleRaw and maxIdleRawBytes bound the buffers a rawBufs keeps unused: the reader, the
+// workers' queue and the copier's hold about a dozen slabs at once.
+const (
+	maxIdleRaw      = 16
+	maxIdleRawBytes = 64 << 20
+)
 
 // get returns a buffer of n bytes whose address is congruent to off modulo the direct I/O
 // alignment (fsutil.AlignedLike), and the pooled buffer it lies in.
@@ -456,6 +463,7 @@ func (p *rawBufs) get(n, off int64) (buf, base []byte) {
 	}
 	if best >= 0 {
 		base = p.idle[best][:want]
+		p.bytes -= cap(base)
 		p.idle = slices.Delete(p.idle, best, best+1)
 	}
 	p.mu.Unlock()
@@ -465,8 +473,8 @@ func (p *rawBufs) get(n, off int64) (buf, base []byte) {
 	return fsutil.AlignedLike(base, off, int(n)), base
 }
 
-// put returns a buffer no longer referenced; with maxIdleRaw kept already, the smallest of them
-// and it is dropped.
+// put returns a buffer no longer referenced; beyond the bounds the smallest idle buffers are
+// dropped.
 func (p *rawBufs) put(b []byte) {
 	if cap(b) == 0 {
 		return
@@ -474,13 +482,15 @@ func (p *rawBufs) put(b []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.idle = append(p.idle, b)
-	if len(p.idle) > maxIdleRaw {
+	p.bytes += cap(b)
+	for len(p.idle) > maxIdleRaw || p.bytes > maxIdleRawBytes && len(p.idle) > 1 {
 		small := 0
 		for i, x := range p.idle {
 			if cap(x) < cap(p.idle[small]) {
 				small = i
 			}
 		}
+		p.bytes -= cap(p.idle[small])
 		p.idle = slices.Delete(p.idle, small, small+1)
 	}
 }
