@@ -20,14 +20,20 @@ import (
 // best scale once the candidates are done (the same operations on the same scale and levels, so
 // the same bits as the scalar loop's running copies).
 
-// callQuantBatchesWeighted quantizes whole batches of sixteen groups with the batched weighted
-// search where it applies (AVX-512, SearchMSE, unsigned scales, groups of at most
-// maxBatchGroup) and returns how many groups it did.
+// callQuantBatchesWeighted quantizes whole batches of groups with the batched weighted search
+// where it applies (SearchMSE, unsigned scales, groups of at most maxBatchGroup: sixteen at a
+// time on AVX-512, eight on AVX2, int4weighted_avx2.go) and returns how many groups it did.
 func callQuantBatchesWeighted(out Int4Out, src []float32, ng, cols int, p *Int4Params, d []float32) (int, error) {
-	if lp != &avx512Loops || noBatchSearch || p.Signed || p.Search != SearchMSE || p.GroupSize > maxBatchGroup {
+	if noBatchSearch || p.Signed || p.Search != SearchMSE || p.GroupSize > maxBatchGroup {
 		return 0, nil
 	}
-	return quantBatchesWeightedAVX512(out, src, ng, cols, p, d)
+	switch lp {
+	case &avx512Loops:
+		return quantBatchesWeightedAVX512(out, src, ng, cols, p, d)
+	case &avx2Loops:
+		return quantBatchesWeightedAVX2(out, src, ng, cols, p, d)
+	}
+	return 0, nil
 }
 
 // quantBatchesWeightedAVX512 is quantBatchesAVX512 for QuantizeInt4Weighted: groups that
@@ -92,14 +98,14 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 	return k0, nil
 }
 
-// batchWeights returns the column weights of groups k0..k0+15 one after another: a slice of d
-// when they lie in one row, else copied into buf.
+// batchWeights returns the column weights of the len(buf)/g groups from k0 on one after
+// another: a slice of d when they lie in one row, else copied into buf.
 func batchWeights(buf, d []float32, k0, gpr, g int) []float32 {
 	c0 := (k0 % gpr) * g
 	if c0+len(buf) <= len(d) {
 		return d[c0 : c0+len(buf)]
 	}
-	for l := range batchGroups {
+	for l := range len(buf) / g {
 		c := ((k0 + l) % gpr) * g
 		copy(buf[l*g:(l+1)*g], d[c:c+g])
 	}

@@ -1,0 +1,388 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+	"unsafe"
+
+	"pdq/internal/floatcodec"
+)
+
+// The activation-weighted search of eight groups at once in 256-bit vectors, for CPUs with AVX2
+// and without AVX-512 (or with the loops forced to "avx2"): int4weighted_avx512.go with half the
+// lanes. Lane l of every Float32x8 is group k0+l, its column weights transposed beside its
+// values; every step of searchWeighted runs on the eight lanes with the scalar comparisons as
+// lane masks, so each lane takes the candidates, the choices and the refinements its group takes
+// alone, and gets the same bytes and statistics. AVX2 has no mask registers: a mask here is a
+// vector of all-ones or all-zero lanes (Mask32x8), and only its ToBits (VMOVMSKPS) leaves the
+// registers, to skip work no lane needs; no mask is ever made from bits, which would take
+// AVX-512's KMOVD. Integer rounding is VROUNDPS (RoundToEven), which equals level's
+// (v + rne) - rne on [-8, 7] except for the sign of a zero level, which changes no sum (see
+// search16_avx512.go). Only AVX2 is needed: every product is rounded before it is added, as the
+// specification rounds it, so FMA plays no part. There are no package-level vectors: the few
+// constants are broadcast in the functions, so nothing runs AVX2 before the loops register.
+
+// avx2Groups is the number of groups searched together with 256-bit vectors.
+const avx2Groups = 8
+
+// batchResult8 is batchResult for eight groups. divMask holds the lanes of div as a vector mask.
+type batchResult8 struct {
+	best, rtnErr [avx2Groups]float32
+	ok, div      uint8
+	divMask      archsimd.Mask32x8
+}
+
+// batchStats8 is batchStats for eight groups.
+type batchStats8 struct {
+	sumSq, err [avx2Groups]float32
+	clip       [avx2Groups]int32
+}
+
+// quantBatchesWeightedAVX2 is quantBatchesWeightedAVX512 eight groups at a time: groups that
+// quantGroupWeighted treats apart (non-finite, zero or tiny scale) take the per-group path, so
+// a non-finite value is reported for the first group holding one. It returns how many groups
+// it did (a multiple of 8).
+func quantBatchesWeightedAVX2(out Int4Out, src []float32, ng, cols int, p *Int4Params, d []float32) (int, error) {
+	g := p.GroupSize
+	gpr := cols / g
+	var t, tw, q, wbuf [avx2Groups * maxBatchGroup]float32
+	var w [avx2Groups * maxBatchGroup / 8]uint32
+	n := avx2Groups * g
+	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
+	// As on AVX-512: when every batch lies in one row, the row's weights are transposed once.
+	var twRow []float32
+	if gpr%avx2Groups == 0 && ng > gpr {
+		twRow = make([]float32, cols)
+		for c0 := 0; c0 < cols; c0 += n {
+			transpose8(twRow[c0:c0+n], d[c0:c0+n], g)
+		}
+	}
+	var res batchResult8
+	k0 := 0
+	for ; k0+avx2Groups <= ng; k0 += avx2Groups {
+		transpose8(tr, src[k0*g:(k0+avx2Groups)*g], g)
+		if twRow != nil {
+			c0 := (k0 % gpr) * g
+			twr = twRow[c0 : c0+n]
+		} else {
+			transpose8(twr, batchWeights(wbuf[:n], d, k0, gpr, g), g)
+		}
+		searchBatchWeighted8(&res, tr, twr, g, p)
+		var st batchStats8
+		if res.ok != 0 {
+			packBatch8(&st, tr, qr, wr, g, &res)
+		}
+		for l := range avx2Groups {
+			k := k0 + l
+			var s float32
+			if res.ok>>l&1 != 0 {
+				s = res.best[l]
+				wk := words[k*g/8 : (k+1)*g/8]
+				for i := range wk {
+					wk[i] = wr[avx2Groups*i+l]
+				}
+				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
+				if res.div>>l&1 == 0 {
+					out.Stats[k].RTNErr = res.rtnErr[l]
+				}
+			} else {
+				x := src[k*g : (k+1)*g : (k+1)*g]
+				c0 := (k % gpr) * g
+				var bad int
+				s, out.Stats[k], bad = quantGroupWeighted(out.Packed[k*g/2:(k+1)*g/2], x, d[c0:c0+g:c0+g], p)
+				if bad >= 0 {
+					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+				}
+			}
+			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+		}
+	}
+	return k0, nil
+}
+
+// transpose8 writes element j of group l of xs (eight groups of g, a multiple of 8) to
+// t[8j+l], eight by eight blocks at a time: interleaves of 32-bit, then 64-bit elements within
+// each 128-bit half, then the halves exchanged.
+func transpose8(t, xs []float32, g int) {
+	row := func(l, c int) archsimd.Uint32x8 {
+		return archsimd.LoadFloat32x8((*[8]float32)(xs[l*g+c:])).AsUint32x8()
+	}
+	// quad returns, for rows l..l+3, element i and 4+i of each in the low and high half of c_i.
+	quad := func(l, c int) (c0, c1, c2, c3 archsimd.Uint64x4) {
+		r0, r1, r2, r3 := row(l, c), row(l+1, c), row(l+2, c), row(l+3, c)
+		a, b := r0.InterleaveLoGrouped(r1).AsUint64x4(), r0.InterleaveHiGrouped(r1).AsUint64x4()
+		e, f := r2.InterleaveLoGrouped(r3).AsUint64x4(), r2.InterleaveHiGrouped(r3).AsUint64x4()
+		return a.InterleaveLoGrouped(e), a.InterleaveHiGrouped(e), b.InterleaveLoGrouped(f), b.InterleaveHiGrouped(f)
+	}
+	out := func(j int, lo, hi archsimd.Uint64x4) {
+		x, y := lo.AsFloat32x8(), hi.AsFloat32x8()
+		x.Select128FromPair(0, 2, y).Store((*[8]float32)(t[avx2Groups*j:]))
+		x.Select128FromPair(1, 3, y).Store((*[8]float32)(t[avx2Groups*(j+4):]))
+	}
+	for c := 0; c < g; c += 8 {
+		a0, a1, a2, a3 := quad(0, c)
+		b0, b1, b2, b3 := quad(4, c)
+		out(c, a0, b0)
+		out(c+1, a1, b1)
+		out(c+2, a2, b2)
+		out(c+3, a3, b3)
+	}
+}
+
+func ld8(t []float32, j int) archsimd.Float32x8 {
+	return archsimd.LoadFloat32x8((*[8]float32)(t[avx2Groups*j:]))
+}
+
+// rows4x8 returns rows j..j+3 of a transposed block of eight groups.
+func rows4x8(t []float32, j int) (v0, v1, v2, v3 archsimd.Float32x8) {
+	b := (*[4 * avx2Groups]float32)(t[avx2Groups*j:])
+	return archsimd.LoadFloat32x8((*[8]float32)(b[0:])), archsimd.LoadFloat32x8((*[8]float32)(b[8:])),
+		archsimd.LoadFloat32x8((*[8]float32)(b[16:])), archsimd.LoadFloat32x8((*[8]float32)(b[24:]))
+}
+
+// roundBF16x8 is floatcodec.RoundBF16 for finite values (roundBF16x16 in eight lanes).
+func roundBF16x8(v archsimd.Float32x8) archsimd.Float32x8 {
+	b := v.AsUint32x8()
+	return b.Add(archsimd.BroadcastUint32x8(0x7fff)).Add(b.ShiftAllRight(16).And(archsimd.BroadcastUint32x8(1))).
+		And(archsimd.BroadcastUint32x8(0xffff0000)).AsFloat32x8()
+}
+
+// andNot8 returns the lanes of m that are not in n.
+func andNot8(m, n archsimd.Mask32x8) archsimd.Mask32x8 {
+	return m.ToInt32x8().AndNot(n.ToInt32x8()).ToMask()
+}
+
+// noLanes8 returns the empty mask.
+func noLanes8() archsimd.Mask32x8 { return archsimd.Int32x8{}.ToMask() }
+
+// batchRTN8 is batchRTN for eight transposed groups: the absolute maximum a, the RTN scale sR
+// and the lanes that SearchMSE searches (finite, sR ≠ 0 and a ≥ TinyAbsMax).
+func batchRTN8(t []float32, g int) (a, sR archsimd.Float32x8, searched archsimd.Mask32x8) {
+	abs := archsimd.BroadcastUint32x8(0x7fffffff)
+	var m0, m1 archsimd.Uint32x8
+	for j := 0; j < g; j += 2 {
+		m0 = m0.Max(ld8(t, j).AsUint32x8().And(abs))
+		m1 = m1.Max(ld8(t, j+1).AsUint32x8().And(abs))
+	}
+	m := m0.Max(m1)
+	finite := m.AsInt32x8().Less(archsimd.BroadcastInt32x8(0x7f800000))
+	a = m.AsFloat32x8()
+	sR = roundBF16x8(a.Div(bc(7.5)))
+	return a, sR, finite.And(sR.NotEqual(bc(0))).And(a.GreaterEqual(bc(TinyAbsMax)))
+}
+
+// searchBatchWeighted8 is searchBatchWeighted for eight groups (SearchMSE, unsigned scales).
+func searchBatchWeighted8(res *batchResult8, t, tw []float32, g int, p *Int4Params) {
+	zero, one := bc(0), bc(1)
+	a, sR, ok := batchRTN8(t, g)
+	res.ok = ok.ToBits()
+	if res.ok == 0 {
+		return
+	}
+	bestE, sxq, sqq, rtnErr := wSums8(t, tw, g, sR, zero, true)
+	rtnErr.Store(&res.rtnErr)
+	best := sR
+	mul := noLanes8() // lanes whose best is a searched scale (levels x·(1/s))
+	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
+	// strictly smaller; it returns those lanes.
+	try := func(s archsimd.Float32x8, keep archsimd.Mask32x8) archsimd.Mask32x8 {
+		e := wErr8(t, tw, g, s, one.Div(s))
+		w := keep.And(e.Less(bestE))
+		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
+		mul = mul.Or(w)
+		return w
+	}
+	// Lanes whose weights are all equal try the plain candidates.
+	unequal := noLanes8()
+	if len(p.WPos) > 0 {
+		w0 := ld8(tw, 0)
+		for j := 1; j < g; j++ {
+			unequal = unequal.Or(ld8(tw, j).NotEqual(w0))
+		}
+		unequal = unequal.And(ok)
+	}
+	if plain := andNot8(ok, unequal); plain.ToBits() != 0 {
+		prev := zero
+		for _, k := range p.Pos {
+			s := roundBF16x8(a.Mul(bc(k)))
+			keep := s.NotEqual(prev).And(s.NotEqual(sR))
+			prev = s.Merge(prev, keep)
+			if keep = keep.And(plain); keep.ToBits() != 0 {
+				try(s, keep)
+			}
+		}
+	}
+	if unequal.ToBits() != 0 {
+		prev := zero
+		kBest := bc(float32(1 / 7.5))
+		for _, k := range p.WPos {
+			s := roundBF16x8(a.Mul(bc(k)))
+			keep := s.NotEqual(prev).And(s.NotEqual(sR))
+			prev = s.Merge(prev, keep)
+			if keep = keep.And(unequal); keep.ToBits() != 0 {
+				kBest = bc(k).Merge(kBest, try(s, keep))
+			}
+		}
+		for i := 1; i <= p.WFineN; i++ {
+			step := bc(float32(float32(i) * p.WFine))
+			for _, k := range [2]archsimd.Float32x8{kBest.Sub(step), kBest.Add(step)} {
+				s := roundBF16x8(a.Mul(k))
+				keep := unequal.And(s.Greater(zero)).And(s.NotEqual(best)).And(s.NotEqual(sR))
+				if keep.ToBits() != 0 {
+					try(s, keep)
+				}
+			}
+		}
+	}
+	if p.Refine > 0 {
+		if mul.ToBits() != 0 {
+			_, xq, qq, _ := wSums8(t, tw, g, best, one.Div(best), false)
+			sxq, sqq = xq.Merge(sxq, mul), qq.Merge(sqq, mul)
+		}
+		best, mul = refine8(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x8) (e, xq, qq archsimd.Float32x8) {
+			e, xq, qq, _ = wSums8(t, tw, g, s, one.Div(s), false)
+			return e, xq, qq
+		})
+	}
+	best.Store(&res.best)
+	res.divMask = andNot8(ok, mul)
+	res.div = res.divMask.ToBits()
+}
+
+// refine8 is refine16 in eight lanes, the lane sets as vector masks.
+func refine8(n int, act, mul archsimd.Mask32x8, best, bestE, sxq, sqq archsimd.Float32x8, sums func(s archsimd.Float32x8) (e, xq, qq archsimd.Float32x8)) (archsimd.Float32x8, archsimd.Mask32x8) {
+	zero := bc(0)
+	for range n {
+		act = act.And(sqq.NotEqual(zero))
+		if act.ToBits() == 0 {
+			break
+		}
+		s := roundBF16x8(sxq.Div(sqq))
+		act = andNot8(act, s.Equal(best).Or(s.LessEqual(zero)))
+		if act.ToBits() == 0 {
+			break
+		}
+		e, sxq2, sqq2 := sums(s)
+		act = act.And(e.Less(bestE))
+		bestE, best = e.Merge(bestE, act), s.Merge(best, act)
+		sxq, sqq = sxq2.Merge(sxq, act), sqq2.Merge(sqq, act)
+		mul = mul.Or(act)
+	}
+	return best, mul
+}
+
+// wErr8 is wSums' weighted error alone for each lane's group with scale s and reciprocal inv,
+// the eight spec accumulators summed four at a time as wErr16 sums them.
+func wErr8(t, tw []float32, g int, s, inv archsimd.Float32x8) archsimd.Float32x8 {
+	lo, hi := bc(-8), bc(7)
+	return wErrHalf8(t, tw, g, 0, s, inv, lo, hi).Add(wErrHalf8(t, tw, g, 4, s, inv, lo, hi))
+}
+
+// wErrHalf8 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr8's accumulators, o = off.
+func wErrHalf8(t, tw []float32, g, off int, s, inv, lo, hi archsimd.Float32x8) archsimd.Float32x8 {
+	var e0, e1, e2, e3 archsimd.Float32x8
+	for j := off; j < g; j += 8 {
+		v0, v1, v2, v3 := rows4x8(t, j)
+		w0, w1, w2, w3 := rows4x8(tw, j)
+		e0 = e0.Add(w0.Mul(sq8(v0, v0.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
+		e1 = e1.Add(w1.Mul(sq8(v1, v1.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
+		e2 = e2.Add(w2.Mul(sq8(v2, v2.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
+		e3 = e3.Add(w3.Mul(sq8(v3, v3.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
+	}
+	return e0.Add(e1).Add(e2.Add(e3))
+}
+
+// sq8 returns (v - q·s)².
+func sq8(v, q, s archsimd.Float32x8) archsimd.Float32x8 {
+	d := v.Sub(q.Mul(s))
+	return d.Mul(d)
+}
+
+// wSums8 is wSums16 in eight lanes: Σw(x−q·s)², Σw·x·q, Σw·q² and the unweighted Σ(x−q·s)² of
+// the levels level(x/s) (div) or level(x·inv). The sums run one spec lane at a time, so that
+// the four accumulators stay in registers.
+func wSums8(t, tw []float32, g int, s, inv archsimd.Float32x8, div bool) (e, xq, qq, eu archsimd.Float32x8) {
+	var es, xs, qs, us [8]archsimd.Float32x8
+	for o := range 8 {
+		es[o], xs[o], qs[o], us[o] = wSumsLane8(t, tw, g, o, s, inv, div)
+	}
+	tree := func(a *[8]archsimd.Float32x8) archsimd.Float32x8 {
+		return a[0].Add(a[1]).Add(a[2].Add(a[3])).Add(a[4].Add(a[5]).Add(a[6].Add(a[7])))
+	}
+	return tree(&es), tree(&xs), tree(&qs), tree(&us)
+}
+
+// wSumsLane8 returns spec lane o of wSums8's four sums. The products are rounded one at a time
+// as wSums rounds them: w·(d·d), (w·x)·q and (w·q)·q.
+func wSumsLane8(t, tw []float32, g, o int, s, inv archsimd.Float32x8, div bool) (e, xq, qq, eu archsimd.Float32x8) {
+	lo, hi := bc(-8), bc(7)
+	for j := o; j < g; j += 8 {
+		v, w := ld8(t, j), ld8(tw, j)
+		f := v.Mul(inv)
+		if div {
+			f = v.Div(s)
+		}
+		q := f.Max(lo).Min(hi).RoundToEven()
+		dd := sq8(v, q, s)
+		e = e.Add(w.Mul(dd))
+		eu = eu.Add(dd)
+		xq = xq.Add(w.Mul(v).Mul(q))
+		qq = qq.Add(w.Mul(q).Mul(q))
+	}
+	return e, xq, qq, eu
+}
+
+// packBatch8 is packBatch for eight transposed groups: the words go to w (word i of group l at
+// w[8i+l]), the levels to q, then the error and Σx² are summed from t and q.
+func packBatch8(st *batchStats8, t, q []float32, w []uint32, g int, res *batchResult8) {
+	s := archsimd.LoadFloat32x8(&res.best)
+	inv := bc(1).Div(s)
+	hi, lo := bc(7.5), bc(-8.5)
+	cmin, cmax, r := bc(-8), bc(7), bc(rne)
+	eight, fifteen := archsimd.BroadcastUint32x8(8), archsimd.BroadcastUint32x8(15)
+	var clip archsimd.Int32x8
+	for j := 0; j < g; j += 8 {
+		var word archsimd.Uint32x8
+		for jj := range 8 {
+			v := ld8(t, j+jj)
+			f := v.Mul(inv)
+			if res.div != 0 {
+				f = v.Div(s).Merge(f, res.divMask)
+			}
+			clip = clip.Sub(f.GreaterEqual(hi).Or(f.Less(lo)).ToInt32x8()) // a set lane is -1
+			b := f.Max(cmin).Min(cmax).Add(r)
+			b.Sub(r).Store((*[8]float32)(q[avx2Groups*(j+jj):]))
+			word = word.Or(b.AsUint32x8().Add(eight).And(fifteen).ShiftAllLeft(uint64(4 * jj)))
+		}
+		word.Store((*[8]uint32)(w[avx2Groups*(j/8):]))
+	}
+	clip.Store(&st.clip)
+	errQ8(t, q, g, s).Store(&st.err)
+	sumSq8(t, g).Store(&st.sumSq)
+}
+
+// errQ8 is errQ16 in eight lanes, all eight spec accumulators at once: Σ(x−q·s)² of levels q.
+func errQ8(t, q []float32, g int, s archsimd.Float32x8) archsimd.Float32x8 {
+	var a [8]archsimd.Float32x8
+	for j := 0; j < g; j += 8 {
+		for o := range 8 {
+			a[o] = a[o].Add(sq8(ld8(t, j+o), ld8(q, j+o), s))
+		}
+	}
+	return a[0].Add(a[1]).Add(a[2].Add(a[3])).Add(a[4].Add(a[5]).Add(a[6].Add(a[7])))
+}
+
+// sumSq8 is errQ8 for Σx².
+func sumSq8(t []float32, g int) archsimd.Float32x8 {
+	var a [8]archsimd.Float32x8
+	for j := 0; j < g; j += 8 {
+		for o := range 8 {
+			v := ld8(t, j+o)
+			a[o] = a[o].Add(v.Mul(v))
+		}
+	}
+	return a[0].Add(a[1]).Add(a[2].Add(a[3])).Add(a[4].Add(a[5]).Add(a[6].Add(a[7])))
+}
