@@ -28,8 +28,9 @@ func benchSlab() []float32 {
 	return x
 }
 
-// eachSIMD runs f as a sub-benchmark for every loop set, and for AVX-512 once more as
-// "avx512-pergroup" with the sixteen-group search switched off, so that one run shows both.
+// eachSIMD runs f as a sub-benchmark for every loop set, and for AVX2 and AVX-512 once more as
+// "avx2-pergroup" and "avx512-pergroup" with the batched search (eight or sixteen groups at
+// once) switched off, so that one run shows both. (On AVX2 only the weighted search is batched.)
 func eachSIMD(b *testing.B, f func(b *testing.B)) {
 	for _, set := range loopSets {
 		b.Run(set.name, func(b *testing.B) {
@@ -37,7 +38,7 @@ func eachSIMD(b *testing.B, f func(b *testing.B)) {
 			defer SetSIMD(prev)
 			f(b)
 		})
-		if set.name == "avx512" {
+		if set.name == "avx512" || set.name == "avx2" {
 			b.Run(set.name+"-pergroup", func(b *testing.B) {
 				prev, _ := SetSIMD(set.name)
 				noBatchSearch = true

@@ -28,7 +28,7 @@
 // group gets the bytes the per-group loops give it (TestSIMDBatchSearch, FuzzSIMDBatchSearch).
 // The activation-weighted search runs sixteen groups at once the same way, each lane with its
 // group's column weights and candidate sequence (int4weighted_avx512.go; TestSIMDBatchWeighted,
-// FuzzSIMDWeighted).
+// FuzzSIMDWeighted), and eight at once in 256-bit vectors on AVX2 (int4weighted_avx2.go).
 // RTN needs no search, so its AVX-512 batch of sixteen groups keeps them in their natural
 // layout, two groups per vector (rtn16_avx512.go; TestSIMDRTNBatchTies, FuzzSIMDRTNBatch). The
 // SIMD error sums add the products ref², ref·got and got² of two float32 values with a fused

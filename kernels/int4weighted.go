@@ -16,8 +16,8 @@ import (
 // written to out.Stats stay unweighted (SumSq, Err and RTNErr as for QuantizeInt4), so reports
 // compare like with like. With SearchRTN, or with every d_j = 1, the output (bytes and statistics)
 // is exactly QuantizeInt4's. It is not part of the Backend interface: only the CPU backend
-// implements it. On AVX-512 it searches sixteen groups at once (int4weighted_avx512.go) and may
-// allocate one row of transposed weights per call.
+// implements it. On AVX-512 it searches sixteen groups at once (int4weighted_avx512.go), on AVX2
+// eight (int4weighted_avx2.go), and may allocate one row of transposed weights per call.
 func (CPU) QuantizeInt4Weighted(out Int4Out, src []float32, rows, cols int, p *Int4Params, d []float32) error {
 	g := p.GroupSize
 	ng, err := checkInt4Shapes(out, src, rows, cols, g)

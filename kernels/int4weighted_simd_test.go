@@ -164,9 +164,10 @@ func TestSIMDBatchWeighted(t *testing.T) {
 	}
 }
 
-// FuzzSIMDWeighted compares the weighted quantizer of the fastest loop set with the scalar loops
-// on fuzzer-chosen values (any bits, NaN and ±Inf included) and weights; mode picks the group
-// size (32, 64 or 128), the groups per row, uniform or zeroed weights and the refinements.
+// FuzzSIMDWeighted compares the weighted quantizer of every SIMD loop set (AVX2's batches of
+// eight groups, AVX-512's of sixteen) with the scalar loops on fuzzer-chosen values (any bits,
+// NaN and ±Inf included) and weights; mode picks the group size (32, 64 or 128), the groups per
+// row, uniform or zeroed weights and the refinements.
 func FuzzSIMDWeighted(f *testing.F) {
 	seed := make([]byte, 4*32*16)
 	for i := range 32 * 16 {
@@ -214,12 +215,43 @@ func FuzzSIMDWeighted(f *testing.F) {
 		p := mustParams(t, g, SearchMSE, false)
 		p.Refine = int(mode >> 9 % 5)
 		prev := lp
+		defer func() { lp = prev }()
 		lp = &scalarLoops
 		want := quantSlabWeighted(x, n/cols, cols, p, d)
-		lp = prev
-		got := quantSlabWeighted(x, n/cols, cols, p, d)
-		if msg := sameSlab(got, want); msg != "" {
-			t.Fatalf("%s, g=%d, cols=%d: %s", lp.name, g, cols, msg)
+		for _, set := range loopSets[1:] {
+			lp = set
+			if msg := sameSlab(quantSlabWeighted(x, n/cols, cols, p, d), want); msg != "" {
+				t.Fatalf("%s, g=%d, cols=%d: %s", set.name, g, cols, msg)
+			}
+		}
+	})
+}
+
+// TestSIMDBatchWeightedTakes checks that each SIMD set's batched weighted search quantizes the
+// whole batches of a slab (eight groups on AVX2, sixteen on AVX-512), so that the comparisons
+// above compare the batches and not the per-group loops twice, and that they match the scalar
+// loops.
+func TestSIMDBatchWeightedTakes(t *testing.T) {
+	const rows, cols, g = 3, 9 * 32, 32 // 27 groups
+	x := goldenInput(rows, cols)
+	d := goldenWeights(cols)
+	p := mustParams(t, g, SearchMSE, false)
+	ng := rows * cols / g
+	prev := lp
+	lp = &scalarLoops
+	want := quantSlabWeighted(x, rows, cols, p, d)
+	lp = prev
+	withSIMD(t, func(t *testing.T, set *loopSet) {
+		out := Int4Out{Packed: make([]byte, rows*cols/2), Scales: make([]byte, 2*ng), Stats: make([]GroupStats, ng)}
+		done, err := callQuantBatchesWeighted(out, x, ng, cols, p, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batch := map[string]int{"avx2": 8, "avx512": 16}[set.name]; done != ng/batch*batch {
+			t.Fatalf("the batches quantized %d groups of %d, want %d", done, ng, ng/batch*batch)
+		}
+		if !reflect.DeepEqual(out.Packed[:done*g/2], want.packed[:done*g/2]) || !reflect.DeepEqual(out.Scales[:2*done], want.scales[:2*done]) {
+			t.Fatal("the batches' bytes differ from the scalar loops'")
 		}
 	})
 }
