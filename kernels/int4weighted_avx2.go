@@ -2,13 +2,7 @@
 
 package kernels
 
-import (
-	"encoding/binary"
-	"simd/archsimd"
-	"unsafe"
-
-	"pdq/internal/floatcodec"
-)
+import "simd/archsimd"
 
 // The activation-weighted search of eight groups at once in 256-bit vectors, for CPUs with AVX2
 // and without AVX-512 (or with the loops forced to "avx2"): int4weighted_avx512.go with half the
@@ -24,21 +18,9 @@ import (
 // specification rounds it, so FMA plays no part. There are no package-level vectors: the few
 // constants are broadcast in the functions, so nothing runs AVX2 before the loops register.
 
-// avx2Groups is the number of groups searched together with 256-bit vectors.
+// avx2Groups is the number of groups searched together with 256-bit vectors. Their results use
+// the first eight lanes of batchResult and batchStats.
 const avx2Groups = 8
-
-// batchResult8 is batchResult for eight groups. divMask holds the lanes of div as a vector mask.
-type batchResult8 struct {
-	best, rtnErr [avx2Groups]float32
-	ok, div      uint8
-	divMask      archsimd.Mask32x8
-}
-
-// batchStats8 is batchStats for eight groups.
-type batchStats8 struct {
-	sumSq, err [avx2Groups]float32
-	clip       [avx2Groups]int32
-}
 
 // quantBatchesWeightedAVX2 is quantBatchesWeightedAVX512 eight groups at a time: groups that
 // quantGroupWeighted treats apart (non-finite, zero or tiny scale) take the per-group path, so
@@ -51,16 +33,8 @@ func quantBatchesWeightedAVX2(out Int4Out, src []float32, ng, cols int, p *Int4P
 	var w [avx2Groups * maxBatchGroup / 8]uint32
 	n := avx2Groups * g
 	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
-	// As on AVX-512: when every batch lies in one row, the row's weights are transposed once.
-	var twRow []float32
-	if gpr%avx2Groups == 0 && ng > gpr {
-		twRow = make([]float32, cols)
-		for c0 := 0; c0 < cols; c0 += n {
-			transpose8(twRow[c0:c0+n], d[c0:c0+n], g)
-		}
-	}
-	var res batchResult8
+	twRow := rowWeights(d, ng, gpr, avx2Groups, g, transpose8)
+	var res batchResult
 	k0 := 0
 	for ; k0+avx2Groups <= ng; k0 += avx2Groups {
 		transpose8(tr, src[k0*g:(k0+avx2Groups)*g], g)
@@ -70,34 +44,13 @@ func quantBatchesWeightedAVX2(out Int4Out, src []float32, ng, cols int, p *Int4P
 		} else {
 			transpose8(twr, batchWeights(wbuf[:n], d, k0, gpr, g), g)
 		}
-		searchBatchWeighted8(&res, tr, twr, g, p)
-		var st batchStats8
+		div := searchBatchWeighted8(&res, tr, twr, g, p)
+		var st batchStats
 		if res.ok != 0 {
-			packBatch8(&st, tr, qr, wr, g, &res)
+			packBatch8(&st, tr, qr, wr, g, &res, div)
 		}
-		for l := range avx2Groups {
-			k := k0 + l
-			var s float32
-			if res.ok>>l&1 != 0 {
-				s = res.best[l]
-				wk := words[k*g/8 : (k+1)*g/8]
-				for i := range wk {
-					wk[i] = wr[avx2Groups*i+l]
-				}
-				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
-				if res.div>>l&1 == 0 {
-					out.Stats[k].RTNErr = res.rtnErr[l]
-				}
-			} else {
-				x := src[k*g : (k+1)*g : (k+1)*g]
-				c0 := (k % gpr) * g
-				var bad int
-				s, out.Stats[k], bad = quantGroupWeighted(out.Packed[k*g/2:(k+1)*g/2], x, d[c0:c0+g:c0+g], p)
-				if bad >= 0 {
-					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
-				}
-			}
-			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+		if k, err := storeWeightedBatch(out, src, d, wr, k0, avx2Groups, gpr, p, &res, &st); err != nil {
+			return k, err
 		}
 	}
 	return k0, nil
@@ -174,16 +127,17 @@ func batchRTN8(t []float32, g int) (a, sR archsimd.Float32x8, searched archsimd.
 	return a, sR, finite.And(sR.NotEqual(bc(0))).And(a.GreaterEqual(bc(TinyAbsMax)))
 }
 
-// searchBatchWeighted8 is searchBatchWeighted for eight groups (SearchMSE, unsigned scales).
-func searchBatchWeighted8(res *batchResult8, t, tw []float32, g int, p *Int4Params) {
+// searchBatchWeighted8 is searchBatchWeighted for eight groups (SearchMSE, unsigned scales),
+// its results in the first eight lanes of res. It returns the lanes of res.div as a mask.
+func searchBatchWeighted8(res *batchResult, t, tw []float32, g int, p *Int4Params) archsimd.Mask32x8 {
 	zero, one := bc(0), bc(1)
 	a, sR, ok := batchRTN8(t, g)
-	res.ok = ok.ToBits()
+	res.ok = uint16(ok.ToBits())
 	if res.ok == 0 {
-		return
+		return ok
 	}
 	bestE, sxq, sqq, rtnErr := wSums8(t, tw, g, sR, zero, true)
-	rtnErr.Store(&res.rtnErr)
+	rtnErr.Store(lanes8(&res.rtnErr))
 	best := sR
 	mul := noLanes8() // lanes whose best is a searched scale (levels x·(1/s))
 	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
@@ -247,9 +201,15 @@ func searchBatchWeighted8(res *batchResult8, t, tw []float32, g int, p *Int4Para
 			return e, xq, qq
 		})
 	}
-	best.Store(&res.best)
-	res.divMask = andNot8(ok, mul)
-	res.div = res.divMask.ToBits()
+	best.Store(lanes8(&res.best))
+	div := andNot8(ok, mul)
+	res.div = uint16(div.ToBits())
+	return div
+}
+
+// lanes8 returns the first eight lanes of a batch's results.
+func lanes8(a *[batchGroups]float32) *[avx2Groups]float32 {
+	return (*[avx2Groups]float32)(a[:avx2Groups])
 }
 
 // refine8 is refine16 in eight lanes, the lane sets as vector masks.
@@ -335,10 +295,11 @@ func wSumsLane8(t, tw []float32, g, o int, s, inv archsimd.Float32x8, div bool) 
 	return e, xq, qq, eu
 }
 
-// packBatch8 is packBatch for eight transposed groups: the words go to w (word i of group l at
-// w[8i+l]), the levels to q, then the error and Σx² are summed from t and q.
-func packBatch8(st *batchStats8, t, q []float32, w []uint32, g int, res *batchResult8) {
-	s := archsimd.LoadFloat32x8(&res.best)
+// packBatch8 is packBatch for eight transposed groups (div: the lanes of res.div): the words go
+// to w (word i of group l at w[8i+l]), the levels to q, then the error and Σx² are summed from t
+// and q into the first eight lanes of st.
+func packBatch8(st *batchStats, t, q []float32, w []uint32, g int, res *batchResult, div archsimd.Mask32x8) {
+	s := archsimd.LoadFloat32x8(lanes8(&res.best))
 	inv := bc(1).Div(s)
 	hi, lo := bc(7.5), bc(-8.5)
 	cmin, cmax, r := bc(-8), bc(7), bc(rne)
@@ -350,7 +311,7 @@ func packBatch8(st *batchStats8, t, q []float32, w []uint32, g int, res *batchRe
 			v := ld8(t, j+jj)
 			f := v.Mul(inv)
 			if res.div != 0 {
-				f = v.Div(s).Merge(f, res.divMask)
+				f = v.Div(s).Merge(f, div)
 			}
 			clip = clip.Sub(f.GreaterEqual(hi).Or(f.Less(lo)).ToInt32x8()) // a set lane is -1
 			b := f.Max(cmin).Min(cmax).Add(r)
@@ -359,9 +320,9 @@ func packBatch8(st *batchStats8, t, q []float32, w []uint32, g int, res *batchRe
 		}
 		word.Store((*[8]uint32)(w[avx2Groups*(j/8):]))
 	}
-	clip.Store(&st.clip)
-	errQ8(t, q, g, s).Store(&st.err)
-	sumSq8(t, g).Store(&st.sumSq)
+	clip.Store((*[avx2Groups]int32)(st.clip[:avx2Groups]))
+	errQ8(t, q, g, s).Store(lanes8(&st.err))
+	sumSq8(t, g).Store(lanes8(&st.sumSq))
 }
 
 // errQ8 is errQ16 in eight lanes, all eight spec accumulators at once: Σ(x−q·s)² of levels q.

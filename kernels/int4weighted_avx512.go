@@ -45,16 +45,7 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 	var w [batchGroups * maxBatchGroup / 8]uint32
 	n := batchGroups * g
 	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
-	// When every batch lies in one row, the batches of a row position share their weights:
-	// those of the whole row are transposed once, position by position.
-	var twRow []float32
-	if gpr%batchGroups == 0 && ng > gpr {
-		twRow = make([]float32, cols)
-		for c0 := 0; c0 < cols; c0 += n {
-			transpose16(twRow[c0:c0+n], d[c0:c0+n], g)
-		}
-	}
+	twRow := rowWeights(d, ng, gpr, batchGroups, g, transpose16)
 	var res batchResult
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
@@ -70,32 +61,59 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 		if res.ok != 0 {
 			packBatch(&st, tr, qr, wr, g, &res)
 		}
-		for l := range batchGroups {
-			k := k0 + l
-			var s float32
-			if res.ok>>l&1 != 0 {
-				s = res.best[l]
-				wk := words[k*g/8 : (k+1)*g/8]
-				for i := range wk {
-					wk[i] = wr[batchGroups*i+l]
-				}
-				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
-				if res.div>>l&1 == 0 {
-					out.Stats[k].RTNErr = res.rtnErr[l]
-				}
-			} else {
-				x := src[k*g : (k+1)*g : (k+1)*g]
-				c0 := (k % gpr) * g
-				var bad int
-				s, out.Stats[k], bad = quantGroupWeighted(out.Packed[k*g/2:(k+1)*g/2], x, d[c0:c0+g:c0+g], p)
-				if bad >= 0 {
-					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
-				}
-			}
-			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+		if k, err := storeWeightedBatch(out, src, d, wr, k0, batchGroups, gpr, p, &res, &st); err != nil {
+			return k, err
 		}
 	}
 	return k0, nil
+}
+
+// rowWeights returns the column weights d transposed for batches of nb groups, position by
+// position along the row, when every batch lies in one row and there is more than one row (the
+// batches of a row position then share their weights, transposed once here); else nil.
+func rowWeights(d []float32, ng, gpr, nb, g int, transpose func(t, xs []float32, g int)) []float32 {
+	if gpr%nb != 0 || ng <= gpr {
+		return nil
+	}
+	tw := make([]float32, len(d))
+	for c0, n := 0, nb*g; c0 < len(d); c0 += n {
+		transpose(tw[c0:c0+n], d[c0:c0+n], g)
+	}
+	return tw
+}
+
+// storeWeightedBatch writes the output of the nb groups from k0 on: the lanes of res.ok from
+// the batch (the scales res.best, word i of lane l at wr[nb·i+l], the statistics st), the other
+// groups through quantGroupWeighted. On a non-finite value it returns the group's index and the
+// error.
+func storeWeightedBatch(out Int4Out, src, d []float32, wr []uint32, k0, nb, gpr int, p *Int4Params, res *batchResult, st *batchStats) (int, error) {
+	g := p.GroupSize
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
+	for l := range nb {
+		k := k0 + l
+		var s float32
+		if res.ok>>l&1 != 0 {
+			s = res.best[l]
+			wk := words[k*g/8 : (k+1)*g/8]
+			for i := range wk {
+				wk[i] = wr[nb*i+l]
+			}
+			out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
+			if res.div>>l&1 == 0 {
+				out.Stats[k].RTNErr = res.rtnErr[l]
+			}
+		} else {
+			x := src[k*g : (k+1)*g : (k+1)*g]
+			c0 := (k % gpr) * g
+			var bad int
+			s, out.Stats[k], bad = quantGroupWeighted(out.Packed[k*g/2:(k+1)*g/2], x, d[c0:c0+g:c0+g], p)
+			if bad >= 0 {
+				return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+			}
+		}
+		binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+	}
+	return 0, nil
 }
 
 // batchWeights returns the column weights of the len(buf)/g groups from k0 on one after
