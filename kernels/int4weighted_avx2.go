@@ -244,13 +244,19 @@ func wErr8(t, tw []float32, g int, s, inv archsimd.Float32x8) archsimd.Float32x8
 // wErrHalf8 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr8's accumulators, o = off.
 func wErrHalf8(t, tw []float32, g, off int, s, inv, lo, hi archsimd.Float32x8) archsimd.Float32x8 {
 	var e0, e1, e2, e3 archsimd.Float32x8
-	for j := off; j < g; j += 8 {
-		v0, v1, v2, v3 := rows4x8(t, j)
-		w0, w1, w2, w3 := rows4x8(tw, j)
-		e0 = e0.Add(w0.Mul(sq8(v0, v0.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
-		e1 = e1.Add(w1.Mul(sq8(v1, v1.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
-		e2 = e2.Add(w2.Mul(sq8(v2, v2.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
-		e3 = e3.Add(w3.Mul(sq8(v3, v3.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)))
+	// One row at a time, start to end: computed side by side, the four rows' temporaries would
+	// push the constants and accumulators out of the sixteen registers.
+	term := func(v, w archsimd.Float32x8) archsimd.Float32x8 {
+		return w.Mul(sq8(v, v.Mul(inv).Max(lo).Min(hi).RoundToEven(), s))
+	}
+	x, y := t[avx2Groups*off:], tw[avx2Groups*off:]
+	y = y[:len(x)]
+	for i := 0; i+4*avx2Groups <= len(x); i += 8 * avx2Groups {
+		b, c := (*[4 * avx2Groups]float32)(x[i:]), (*[4 * avx2Groups]float32)(y[i:])
+		e0 = e0.Add(term(archsimd.LoadFloat32x8((*[8]float32)(b[0:])), archsimd.LoadFloat32x8((*[8]float32)(c[0:]))))
+		e1 = e1.Add(term(archsimd.LoadFloat32x8((*[8]float32)(b[8:])), archsimd.LoadFloat32x8((*[8]float32)(c[8:]))))
+		e2 = e2.Add(term(archsimd.LoadFloat32x8((*[8]float32)(b[16:])), archsimd.LoadFloat32x8((*[8]float32)(c[16:]))))
+		e3 = e3.Add(term(archsimd.LoadFloat32x8((*[8]float32)(b[24:])), archsimd.LoadFloat32x8((*[8]float32)(c[24:]))))
 	}
 	return e0.Add(e1).Add(e2.Add(e3))
 }
