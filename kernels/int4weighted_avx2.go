@@ -89,13 +89,6 @@ func ld8(t []float32, j int) archsimd.Float32x8 {
 	return archsimd.LoadFloat32x8((*[8]float32)(t[avx2Groups*j:]))
 }
 
-// rows4x8 returns rows j..j+3 of a transposed block of eight groups.
-func rows4x8(t []float32, j int) (v0, v1, v2, v3 archsimd.Float32x8) {
-	b := (*[4 * avx2Groups]float32)(t[avx2Groups*j:])
-	return archsimd.LoadFloat32x8((*[8]float32)(b[0:])), archsimd.LoadFloat32x8((*[8]float32)(b[8:])),
-		archsimd.LoadFloat32x8((*[8]float32)(b[16:])), archsimd.LoadFloat32x8((*[8]float32)(b[24:]))
-}
-
 // roundBF16x8 is floatcodec.RoundBF16 for finite values (roundBF16x16 in eight lanes).
 func roundBF16x8(v archsimd.Float32x8) archsimd.Float32x8 {
 	b := v.AsUint32x8()
@@ -143,7 +136,7 @@ func searchBatchWeighted8(res *batchResult, t, tw []float32, g int, p *Int4Param
 	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
 	// strictly smaller; it returns those lanes.
 	try := func(s archsimd.Float32x8, keep archsimd.Mask32x8) archsimd.Mask32x8 {
-		e := wErr8(t, tw, g, s, one.Div(s))
+		e := wErr8(t, tw, s, one.Div(s))
 		w := keep.And(e.Less(bestE))
 		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
 		mul = mul.Or(w)
@@ -236,16 +229,15 @@ func refine8(n int, act, mul archsimd.Mask32x8, best, bestE, sxq, sqq archsimd.F
 
 // wErr8 is wSums' weighted error alone for each lane's group with scale s and reciprocal inv,
 // the eight spec accumulators summed four at a time as wErr16 sums them.
-func wErr8(t, tw []float32, g int, s, inv archsimd.Float32x8) archsimd.Float32x8 {
+func wErr8(t, tw []float32, s, inv archsimd.Float32x8) archsimd.Float32x8 {
 	lo, hi := bc(-8), bc(7)
-	return wErrHalf8(t, tw, g, 0, s, inv, lo, hi).Add(wErrHalf8(t, tw, g, 4, s, inv, lo, hi))
+	return wErrHalf8(t, tw, 0, s, inv, lo, hi).Add(wErrHalf8(t, tw, 4, s, inv, lo, hi))
 }
 
 // wErrHalf8 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr8's accumulators, o = off.
-func wErrHalf8(t, tw []float32, g, off int, s, inv, lo, hi archsimd.Float32x8) archsimd.Float32x8 {
+func wErrHalf8(t, tw []float32, off int, s, inv, lo, hi archsimd.Float32x8) archsimd.Float32x8 {
 	var e0, e1, e2, e3 archsimd.Float32x8
-	// One row at a time, start to end: computed side by side, the four rows' temporaries would
-	// push the constants and accumulators out of the sixteen registers.
+	// term is one row's w·(x−q·s)².
 	term := func(v, w archsimd.Float32x8) archsimd.Float32x8 {
 		return w.Mul(sq8(v, v.Mul(inv).Max(lo).Min(hi).RoundToEven(), s))
 	}
