@@ -51,8 +51,10 @@ func encodeBF16SIMD(dst []byte, src []float32) int {
 			b := archsimd.LoadUint32x8Slice(in[n:])
 			r := b.Add(round).Add(b.ShiftAllRight(16).And(one)).ShiftAllRight(16)
 			nan := b.AsInt32x8().And(abs).Greater(inf)
-			r = b.ShiftAllRight(16).Or(quiet).Merge(r, nan)
-			r.TruncateToUint16().StoreSlice(out[n:])
+			h := b.ShiftAllRight(16).Or(quiet).Merge(r, nan).AsInt32x8()
+			// Every h is below 2^16, so the unsigned saturating pack (VPACKUSDW, AVX) keeps it;
+			// the truncating VPMOVDW the AVX-512 branch uses is not in AVX2.
+			h.GetLo().SaturateToUint16Concat(h.GetHi()).StoreSlice(out[n:])
 		}
 	}
 	return n
