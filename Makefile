@@ -15,7 +15,7 @@ export CGO_ENABLED ?= 0
 # experiment the scalar loops build and give the same bytes.
 export GOEXPERIMENT ?= simd
 
-.PHONY: all build test test-short test-simd test-slurm test-deploy lint bench quality demo tools clean
+.PHONY: all build test test-short test-simd test-avx2-emu test-slurm test-deploy lint bench quality demo tools clean
 
 all: lint build test
 
@@ -37,6 +37,12 @@ test-simd:
 	GOAMD64=v3 $(GO) test $(SIMD_TESTS)
 	if grep -qw avx512f /proc/cpuinfo; then GOAMD64=v4 $(GO) test $(SIMD_TESTS); fi
 	PDQ_NOSIMD=1 $(GO) test $(SIMD_TESTS)
+
+## test-avx2-emu: the SIMD tests and golden outputs on an emulated CPU with AVX2 and no AVX-512
+## (qemu-x86_64 -cpu EPYC-Rome; Debian's qemu-user), where an AVX-512 instruction in an AVX2 loop
+## would stop the program (scripts/avx2-emu.sh)
+test-avx2-emu:
+	scripts/avx2-emu.sh $(BIN)
 
 ## test-slurm: deploy/slurm on a real one-node Slurm cluster started from a temporary directory
 ## (needs root and Debian's slurmctld slurmd slurm-client munge; skips without them unless CI=true):

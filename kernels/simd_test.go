@@ -323,7 +323,8 @@ func sameSums(a, b ErrSums) bool {
 		eq(a.SumAbsErr, b.SumAbsErr) && eq(a.Dot, b.Dot) && eq(a.SumSqGot, b.SumSqGot) && eq(a.MaxAbsErr, b.MaxAbsErr)
 }
 
-// TestSIMDSelected: without PDQ_NOSIMD the fastest set this CPU has is the one in use.
+// TestSIMDSelected: without PDQ_NOSIMD the fastest set this CPU has is the one in use (and the
+// one PDQ_WANT_SIMD names, when set).
 func TestSIMDSelected(t *testing.T) {
 	if v := os.Getenv("PDQ_NOSIMD"); v != "" && v != "0" {
 		if SIMD() != "scalar" {
@@ -333,6 +334,11 @@ func TestSIMDSelected(t *testing.T) {
 	}
 	if got, want := SIMD(), loopSets[len(loopSets)-1].name; got != want {
 		t.Fatalf("%s loops in use, want the fastest, %s", got, want)
+	}
+	// Set by scripts/avx2-emu.sh, which runs the tests on an emulated CPU without AVX-512: a run
+	// that fell back to other loops would pass without testing what it is for.
+	if want := os.Getenv("PDQ_WANT_SIMD"); want != "" && SIMD() != want {
+		t.Fatalf("%s loops in use, PDQ_WANT_SIMD=%s", SIMD(), want)
 	}
 }
 
