@@ -1,9 +1,13 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -127,5 +131,89 @@ func TestPublishReadsEachFileOnce(t *testing.T) {
 				t.Errorf("the rerun hashed %d bytes", res.BytesHashed)
 			}
 		})
+	}
+}
+
+// A file rewritten while its parts are being sent (same size, other bytes) fails the publish
+// with errChanged and nothing is published; the rerun publishes the file as it is now, in
+// another folder (the file's identity changed), and it pulls back byte for byte.
+func TestPublishFileChangedWhileSent(t *testing.T) {
+	src := t.TempDir()
+	writeCheckpoint(t, src, 2)
+	name := "model-00001-of-00002.safetensors"
+	p := filepath.Join(src, name)
+	st := localStore(t, t.TempDir())
+	opts := quiet()
+	opts.Parallel = 1
+	var once sync.Once
+	opts.OnPart = func(key string, part int32) {
+		if strings.HasSuffix(key, "/"+name) {
+			once.Do(func() {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Error(err)
+				}
+				b[len(b)-1] ^= 0xff
+				if err := os.WriteFile(p, b, 0o644); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	before := keyIn(t, src, name, false)
+	if _, err := Publish(context.Background(), st, src, opts); !errors.Is(err, errChanged) {
+		t.Fatalf("publish of a file rewritten while sent: %v, want errChanged", err)
+	}
+	if _, err := st.Stat(context.Background(), ManifestKey); !errors.Is(err, store.ErrNotExist) {
+		t.Fatalf("a manifest was written: %v", err)
+	}
+	if after := keyIn(t, src, name, false); after == before {
+		t.Fatalf("the rewritten file keeps its key %s", after)
+	}
+	roundTrip(t, st, src, quiet())
+}
+
+// An object sent in parts carries no sha256 metadata (its upload began before the file was
+// hashed); the quick check still sees it replaced by another client (no metadata) or truncated.
+func TestQuickVerifyMultipartObject(t *testing.T) {
+	src := t.TempDir()
+	writeCheckpoint(t, src, 2)
+	name := "model-00001-of-00002.safetensors"
+	ctx := context.Background()
+	for _, damage := range []string{"replaced", "truncated"} {
+		st := localStore(t, t.TempDir())
+		res, err := Publish(ctx, st, src, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Files[slices.IndexFunc(res.Files, func(r FileResult) bool { return r.Path == name })]; r.PartsSent < 2 {
+			t.Fatalf("%s went up in %d parts", name, r.PartsSent)
+		}
+		if v, err := Verify(ctx, st, VerifyOptions{}); err != nil || !v.OK {
+			t.Fatalf("quick verify of a fresh version: %+v, %v", v, err)
+		}
+		key := keyIn(t, src, name, false)
+		info, err := st.Stat(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := info.Metadata
+		if damage == "replaced" {
+			b[0] ^= 1
+			md = nil
+		} else {
+			b = b[:len(b)-1]
+		}
+		if err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b)), store.PutOptions{Metadata: md}); err != nil {
+			t.Fatal(err)
+		}
+		v, err := Verify(ctx, st, VerifyOptions{})
+		if !errors.Is(err, ErrVerify) || v.Files[indexOf(v, name)].OK {
+			t.Fatalf("%s: quick verify = %+v, %v", damage, v, err)
+		}
 	}
 }

@@ -287,9 +287,10 @@ func (u *uploader) sendParts(ctx context.Context, key string, file localSource, 
 			u.bufs.put(buf)
 			continue
 		}
+		crc := s.crcs[i] // s.crcs grows meanwhile
 		wg.Go(func() {
 			defer u.bufs.put(buf)
-			p, err := u.st.UploadPart(gctx, key, id, int32(i+1), bytes.NewReader(buf), int64(len(buf)), s.crcs[i])
+			p, err := u.st.UploadPart(gctx, key, id, int32(i+1), bytes.NewReader(buf), int64(len(buf)), crc)
 			if err != nil {
 				if errors.Is(err, store.ErrNotExist) && st.resumed {
 					err = fmt.Errorf("%w: %v", errRestart, err)
