@@ -175,21 +175,36 @@ func (u *uploader) readPart(ctx context.Context, file localSource, s *sums, i in
 	if err != nil {
 		return nil, err
 	}
-	n, err := file.ReadAt(buf, int64(i)*s.partSize)
-	st.bytesRead += int64(n)
-	if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
-		u.bufs.put(buf)
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: %s got shorter while being read", errChanged, quote(file.Name()))
+	// Read and hash a piece at a time, so that the hashes find it in the CPU's cache.
+	var crc uint32
+	off := int64(i) * s.partSize
+	for done := 0; ; {
+		b := buf[done:min(len(buf), done+readPiece)]
+		n, err := file.ReadAt(b, off+int64(done))
+		st.bytesRead += int64(n)
+		if err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+			u.bufs.put(buf)
+			if errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("%w: %s got shorter while being read", errChanged, quote(file.Name()))
+			}
+			return nil, fmt.Errorf("publish: read %s: %w", quote(file.Name()), err)
 		}
-		return nil, fmt.Errorf("publish: read %s: %w", quote(file.Name()), err)
+		if h != nil {
+			h.Write(b)
+			crc = crc32.Update(crc, castagnoli, b)
+		}
+		if done += n; done >= len(buf) {
+			break
+		}
 	}
 	if h != nil {
-		h.Write(buf)
-		s.crcs = append(s.crcs, crc32.Checksum(buf, castagnoli))
+		s.crcs = append(s.crcs, crc)
 	}
 	return buf, nil
 }
+
+// readPiece is how much of a part is read and hashed at a time.
+const readPiece = 1 << 20
 
 // sendWhole stores a file of at most one part in one request.
 func (u *uploader) sendWhole(ctx context.Context, key string, file localSource, s *sums, h hash.Hash, md map[string]string, st *sendStats) error {
