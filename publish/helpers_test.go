@@ -206,21 +206,13 @@ func quiet() Options {
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
-// keyIn returns the object key that publishing dir gives the file at path (format 2: under the
-// folder of the checkpoint's content hash).
+// keyIn returns the object key that publishing dir gives the file at path (format 3: under the
+// folder the files' identities name).
 func keyIn(t testing.TB, dir, path string, compressed bool) string {
 	t.Helper()
 	files, err := listFiles(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries := make([]File, len(files))
-	for i, f := range files {
-		s, err := hashFile(context.Background(), f.local, store.MinPartSize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries[i] = File{Path: f.path, Size: s.size, SHA256: s.sha256}
-	}
-	return ObjectKey(ManifestFormat, contentSHA256(entries), path, compressed)
+	return ObjectKey(ManifestFormat, objectFolder(files), path, compressed)
 }

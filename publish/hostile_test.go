@@ -20,11 +20,13 @@ import (
 	"pdq/publish/store"
 )
 
-// withKeys gives each file the key publish would give it.
+// testFolder is the object folder of hand-made manifests (writeManifest).
+var testFolder = strings.Repeat("f", folderLen)
+
+// withKeys gives each file the key publish would give it in testFolder.
 func withKeys(files []File) []File {
-	content := contentSHA256(files)
 	for i, f := range files {
-		files[i].Key = ObjectKey(ManifestFormat, content, f.Path, f.Compression == CompressionZipNN)
+		files[i].Key = ObjectKey(ManifestFormat, testFolder, f.Path, f.Compression == CompressionZipNN)
 	}
 	return files
 }
@@ -301,30 +303,35 @@ func TestLocalStoreFIFO(t *testing.T) {
 	}
 }
 
-// Versions published in format 1 (objects next to the manifest, under their paths) still pull
-// and verify.
-func TestFormat1StillReads(t *testing.T) {
-	root := t.TempDir()
+// Versions published in format 1 (objects next to the manifest, under their paths) and format 2
+// (objects under data/CONTENT_SHA256/) still pull and verify.
+func TestOlderFormatsStillRead(t *testing.T) {
 	data := map[string][]byte{"config.json": []byte("{}\n"), "sub/w.bin": bf16Bytes(1<<20, 9)}
-	var files []File
-	for p, b := range data {
-		files = append(files, File{Path: p, Size: int64(len(b)), SHA256: sha256Hex(b), Compression: CompressionNone, Key: p, StoredSize: int64(len(b))})
-		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
-		os.WriteFile(filepath.Join(root, p), b, 0o644)
-	}
-	m := Manifest{Format: ManifestFormatV1, Tool: "pdq", Files: files, ContentSHA256: contentSHA256(files)}
-	b, _ := json.Marshal(m)
-	os.WriteFile(filepath.Join(root, ManifestKey), b, 0o644)
-	out := t.TempDir()
-	if _, err := Pull(context.Background(), localStore(t, root), out, PullOptions{Log: discardLog}); err != nil {
-		t.Fatal(err)
-	}
-	for p, want := range data {
-		if got, _ := os.ReadFile(filepath.Join(out, p)); string(got) != string(want) {
-			t.Fatalf("%s differs", p)
+	for _, format := range []string{ManifestFormatV1, ManifestFormatV2} {
+		root := t.TempDir()
+		var files []File
+		for p, b := range data {
+			files = append(files, File{Path: p, Size: int64(len(b)), SHA256: sha256Hex(b), Compression: CompressionNone, StoredSize: int64(len(b))})
 		}
-	}
-	if _, err := Verify(context.Background(), localStore(t, root), VerifyOptions{Deep: true}); err != nil {
-		t.Fatal(err)
+		m := Manifest{Format: format, Tool: "pdq", Files: files, ContentSHA256: contentSHA256(files)}
+		for i, f := range files {
+			files[i].Key = ObjectKey(format, m.ContentSHA256, f.Path, false)
+			os.MkdirAll(filepath.Dir(filepath.Join(root, files[i].Key)), 0o755)
+			os.WriteFile(filepath.Join(root, files[i].Key), data[f.Path], 0o644)
+		}
+		b, _ := json.Marshal(m)
+		os.WriteFile(filepath.Join(root, ManifestKey), b, 0o644)
+		out := t.TempDir()
+		if _, err := Pull(context.Background(), localStore(t, root), out, PullOptions{Log: discardLog}); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		for p, want := range data {
+			if got, _ := os.ReadFile(filepath.Join(out, p)); string(got) != string(want) {
+				t.Fatalf("%s: %s differs", format, p)
+			}
+		}
+		if _, err := Verify(context.Background(), localStore(t, root), VerifyOptions{Deep: true}); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
 	}
 }

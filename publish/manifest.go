@@ -2,10 +2,11 @@
 // verifiable versions, and pulls and verifies them again.
 //
 // A published version is a store root (s3://bucket/prefix or a directory) holding every file of
-// the checkpoint under a key that names its content, data/CONTENT/PATH (or PATH.zipnn when
-// compressed), where CONTENT is the checkpoint's content hash, and, written last with a
+// the checkpoint under a key in its publisher's own folder, data/FOLDER/PATH (or PATH.zipnn when
+// compressed), where FOLDER names the files being published (their identities on the
+// publisher's host, see objectFolder) without reading them, and, written last with a
 // create-only condition, manifest.json: the single commit point. Without the manifest a version
-// does not exist; once it exists it is never overwritten, and a publisher of other content that
+// does not exist; once it exists it is never overwritten, and a publisher of other files that
 // lost the race to write it never wrote under the keys the manifest names.
 package publish
 
@@ -47,14 +48,19 @@ var (
 const ManifestKey = "manifest.json"
 
 // ManifestFormat names the manifest layout below, which this package writes: objects under
-// data/CONTENT_SHA256/. ManifestFormatV1 (objects under their paths) is still read.
+// data/FOLDER/, FOLDER given by the manifest's folder field. ManifestFormatV2 (objects under
+// data/CONTENT_SHA256/) and ManifestFormatV1 (objects under their paths) are still read.
 const (
-	ManifestFormat   = "pdq-publish/2"
+	ManifestFormat   = "pdq-publish/3"
+	ManifestFormatV2 = "pdq-publish/2"
 	ManifestFormatV1 = "pdq-publish/1"
 )
 
-// dataPrefix is the folder of a version's objects (format 2).
+// dataPrefix is the folder of a version's objects (formats 2 and 3).
 const dataPrefix = "data/"
+
+// folderLen is the length of a format-3 object folder's name: 128 bits in lower-case hex.
+const folderLen = 32
 
 // Name limits every path and key keeps, so that a version pulls into any POSIX file system and
 // fits an S3 key: at most maxSegment bytes per segment (NAME_MAX) and maxKey bytes in all.
@@ -63,9 +69,9 @@ const (
 	maxKey     = 1024
 )
 
-// ObjectKey returns the key of a file's object in a version of the given format and content
-// hash.
-func ObjectKey(format, content, path string, compressed bool) string {
+// ObjectKey returns the key of a file's object in a version of the given format whose objects
+// are in folder (format 3: the manifest's Folder; format 2: its ContentSHA256; format 1: unused).
+func ObjectKey(format, folder, path string, compressed bool) string {
 	k := path
 	if compressed {
 		k += zipnnSuffix
@@ -73,7 +79,15 @@ func ObjectKey(format, content, path string, compressed bool) string {
 	if format == ManifestFormatV1 {
 		return k
 	}
-	return dataPrefix + content + "/" + k
+	return dataPrefix + folder + "/" + k
+}
+
+// ObjectFolder returns the folder ObjectKey puts the manifest's objects in.
+func (m *Manifest) ObjectFolder() string {
+	if m.Format == ManifestFormat {
+		return m.Folder
+	}
+	return m.ContentSHA256
 }
 
 // Compression names.
@@ -91,17 +105,18 @@ const maxManifest = 64 << 20
 // Manifest describes one published version. Example:
 //
 //	{
-//	  "format": "pdq-publish/1",
+//	  "format": "pdq-publish/3",
 //	  "tool": "pdq", "tool_version": "0.1.0",
 //	  "created": "2026-01-02T03:04:05Z",
 //	  "source": "hf://zai-org/GLM-5-FP8@3f1c2a",
 //	  "content_sha256": "…",
+//	  "folder": "0f3c…",
 //	  "report": "report.json",
 //	  "files": [
 //	    {"path": "config.json", "size": 1234, "sha256": "…", "compression": "none",
-//	     "key": "config.json", "stored_size": 1234},
+//	     "key": "data/0f3c…/config.json", "stored_size": 1234},
 //	    {"path": "model-00001-of-00002.safetensors", "size": 4999000000, "sha256": "…",
-//	     "compression": "zipnn-v1", "key": "model-00001-of-00002.safetensors.zipnn",
+//	     "compression": "zipnn-v1", "key": "data/0f3c…/model-00001-of-00002.safetensors.zipnn",
 //	     "stored_size": 3310000000, "stored_sha256": "…"}
 //	  ]
 //	}
@@ -115,6 +130,9 @@ type Manifest struct {
 	// ContentSHA256 identifies the checkpoint itself: the SHA-256 of ContentLines. The same
 	// files give the same value wherever and whenever they are published.
 	ContentSHA256 string `json:"content_sha256"`
+	// Folder (format 3) names the folder of the objects, data/FOLDER/: 32 lower-case hex digits
+	// chosen by the publisher before it read the files, so that no other publisher writes there.
+	Folder string `json:"folder,omitempty"`
 	// Report is the path of the conversion report among Files, if one was published.
 	Report string `json:"report,omitempty"`
 	Files  []File `json:"files"`
@@ -202,8 +220,12 @@ func prefixConflict(names map[string]bool) (file, under string) {
 	return "", ""
 }
 
-func validHex(s string) bool {
-	if len(s) != 64 {
+func validHex(s string) bool { return validLowerHex(s, 64) }
+
+func validFolder(s string) bool { return validLowerHex(s, folderLen) }
+
+func validLowerHex(s string, n int) bool {
+	if len(s) != n {
 		return false
 	}
 	_, err := hex.DecodeString(s)
@@ -224,11 +246,17 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
 	}
-	if m.Format != ManifestFormat && m.Format != ManifestFormatV1 {
+	if m.Format != ManifestFormat && m.Format != ManifestFormatV2 && m.Format != ManifestFormatV1 {
 		return nil, fmt.Errorf("%w: format %q, want %q", ErrManifest, m.Format, ManifestFormat)
 	}
-	if m.Format == ManifestFormat && !validHex(m.ContentSHA256) {
+	if m.Format != ManifestFormatV1 && !validHex(m.ContentSHA256) {
 		return nil, fmt.Errorf("%w: content_sha256 %q is not a lower-case SHA-256", ErrManifest, m.ContentSHA256)
+	}
+	if m.Format == ManifestFormat && !validFolder(m.Folder) {
+		return nil, fmt.Errorf("%w: folder %q is not %d lower-case hex digits", ErrManifest, m.Folder, folderLen)
+	}
+	if m.Format != ManifestFormat && m.Folder != "" {
+		return nil, fmt.Errorf("%w: format %q has no folder field", ErrManifest, m.Format)
 	}
 	paths, keys := map[string]bool{}, map[string]bool{}
 	for _, f := range m.Files {
@@ -245,11 +273,11 @@ func ParseManifest(b []byte) (*Manifest, error) {
 		}
 		switch f.Compression {
 		case CompressionNone:
-			if want := ObjectKey(m.Format, m.ContentSHA256, f.Path, false); f.Key != want || f.StoredSize != f.Size || f.StoredSHA256 != "" {
+			if want := ObjectKey(m.Format, m.ObjectFolder(), f.Path, false); f.Key != want || f.StoredSize != f.Size || f.StoredSHA256 != "" {
 				return nil, bad(fmt.Sprintf("uncompressed file must be stored as is under %q", want))
 			}
 		case CompressionZipNN:
-			if want := ObjectKey(m.Format, m.ContentSHA256, f.Path, true); f.Key != want || !validHex(f.StoredSHA256) {
+			if want := ObjectKey(m.Format, m.ObjectFolder(), f.Path, true); f.Key != want || !validHex(f.StoredSHA256) {
 				return nil, bad(fmt.Sprintf("compressed file must be stored under %q with stored_sha256", want))
 			}
 		default:

@@ -19,9 +19,15 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add(b)
 	content := contentSHA256(files)
 	for i := range files {
-		files[i].Key = ObjectKey(ManifestFormat, content, files[i].Path, files[i].Compression == CompressionZipNN)
+		files[i].Key = ObjectKey(ManifestFormatV2, content, files[i].Path, files[i].Compression == CompressionZipNN)
 	}
-	b, _ = json.Marshal(Manifest{Format: ManifestFormat, Files: files, ContentSHA256: content})
+	b, _ = json.Marshal(Manifest{Format: ManifestFormatV2, Files: files, ContentSHA256: content})
+	f.Add(b)
+	folder := strings.Repeat("0", folderLen)
+	for i := range files {
+		files[i].Key = ObjectKey(ManifestFormat, folder, files[i].Path, files[i].Compression == CompressionZipNN)
+	}
+	b, _ = json.Marshal(Manifest{Format: ManifestFormat, Files: files, ContentSHA256: content, Folder: folder})
 	f.Add(b)
 	f.Add([]byte(`{"format":"pdq-publish/1","files":[{"path":"../x"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

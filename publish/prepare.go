@@ -19,6 +19,25 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// localSource is what publish reads a local file through.
+type localSource interface {
+	io.Reader
+	io.ReaderAt
+	io.Closer
+	Stat() (os.FileInfo, error)
+	Name() string
+}
+
+// openSource opens a local file to read, refusing what is not a regular file (a FIFO is never
+// opened for reading); every read of a file to publish goes through it (tests count them).
+var openSource = func(name string) (localSource, error) {
+	f, err := safetensors.OpenRegular(name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // readBufs recycles the read buffers of hashing passes.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
@@ -44,7 +63,7 @@ func partSizeFor(size, want int64) int64 {
 
 // hashFile reads path once, computing its SHA-256 and the CRC32C of each part of partSize.
 func hashFile(ctx context.Context, path string, partSize int64) (sums, error) {
-	f, err := safetensors.OpenRegular(path)
+	f, err := openSource(path)
 	if err != nil {
 		return sums{}, fmt.Errorf("publish: %w", err)
 	}
@@ -100,23 +119,6 @@ func hashFile(ctx context.Context, path string, partSize int64) (sums, error) {
 	return s, nil
 }
 
-// fileSums returns the sums of a file to publish: from the record when the file is the one
-// recorded (no byte read), otherwise from a hash pass, which is then recorded.
-func fileSums(ctx context.Context, f localFile, partSize int64, rec *sumsRecord) (s sums, read bool, err error) {
-	if fi, err := os.Stat(f.local); err == nil {
-		if s, ok := rec.lookup(f.path, fi, partSize); ok {
-			return s, false, nil
-		}
-	}
-	if s, err = hashFile(ctx, f.local, partSize); err != nil {
-		return sums{}, true, err
-	}
-	if s.id != nil {
-		rec.add(f.path, *s.id, s)
-	}
-	return s, true, nil
-}
-
 // partLen returns the length of part i (0-based).
 func (s sums) partLen(i int) int64 { return min(s.partSize, s.size-int64(i)*s.partSize) }
 
@@ -124,7 +126,7 @@ func (s sums) partLen(i int) int64 { return min(s.partSize, s.size-int64(i)*s.pa
 // returns its name and the compression statistics. Safetensors files are coded tensor by tensor;
 // anything else as bytes.
 func compressFile(ctx context.Context, path, dir string, workers int) (string, zipnn.Stats, error) {
-	src, err := safetensors.OpenRegular(path)
+	src, err := openSource(path)
 	if err != nil {
 		return "", zipnn.Stats{}, fmt.Errorf("publish: %w", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"pdq/internal/par"
@@ -78,6 +77,9 @@ type FileResult struct {
 	Action      string `json:"action"`
 	PartsSent   int    `json:"parts_sent"`
 	PartsReused int    `json:"parts_reused"`
+	// BytesRead counts the bytes of the local file read: its size when it was sent (hashed on
+	// the way), 0 when the sums record vouched for it and the store had it.
+	BytesRead int64 `json:"bytes_read"`
 }
 
 // Result summarises a publish.
@@ -86,9 +88,12 @@ type Result struct {
 	Files      []FileResult `json:"files"`
 	Size       int64        `json:"size"`
 	StoredSize int64        `json:"stored_size"`
-	// BytesHashed counts the bytes read to hash files: those of files a sums record vouched for
+	// BytesHashed counts the bytes of the files hashed: those of files a sums record vouched for
 	// (Options.SumsRecord) are not.
-	BytesHashed int64     `json:"bytes_hashed"`
+	BytesHashed int64 `json:"bytes_hashed"`
+	// BytesRead counts the bytes read from the local files, for any purpose (hashing, sending,
+	// compressing): a first publish without --compress reads each file once.
+	BytesRead   int64     `json:"bytes_read"`
 	BytesSent   int64     `json:"bytes_sent"`
 	PartsSent   int       `json:"parts_sent"`
 	PartsReused int       `json:"parts_reused"`
@@ -101,6 +106,16 @@ type localFile struct {
 	path  string // manifest path
 	local string // file system name
 	size  int64
+	id    *fileID // identity when listed (nil: unknown)
+}
+
+// listed returns the localFile of a file with the given FileInfo.
+func listed(path, local string, fi fs.FileInfo) localFile {
+	f := localFile{path: path, local: local, size: fi.Size()}
+	if id, ok := identityOf(fi); ok {
+		f.id = &id
+	}
+	return f
 }
 
 // ReportName is the path a report is published under.
@@ -134,7 +149,7 @@ func listFiles(dir, report string) ([]localFile, error) {
 		if err := ValidPath(rel); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrInvalidVersion, quote(p), err)
 		}
-		files = append(files, localFile{path: rel, local: p, size: fi.Size()})
+		files = append(files, listed(rel, p, fi))
 		return nil
 	})
 	if err != nil {
@@ -150,7 +165,7 @@ func listFiles(dir, report string) ([]localFile, error) {
 				return nil, fmt.Errorf("publish: %s already has a %s; not adding %s", dir, ReportName, report)
 			}
 		}
-		files = append(files, localFile{path: ReportName, local: report, size: fi.Size()})
+		files = append(files, listed(ReportName, report, fi))
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("publish: %s holds no files", dir)
@@ -172,7 +187,7 @@ func checkVersion(files []localFile, compress bool) error {
 		return fmt.Errorf("%w: %s is a file, but %s needs it to be a directory", ErrInvalidVersion, quote(a), quote(ab))
 	}
 	keys := map[string]bool{}
-	placeholder := strings.Repeat("0", 64)
+	placeholder := strings.Repeat("0", folderLen)
 	for _, f := range files {
 		key := ObjectKey(ManifestFormat, placeholder, f.path, compress && compressible(f.path))
 		if compress && compressible(f.path) && paths[f.path+zipnnSuffix] {
@@ -204,17 +219,28 @@ func Quote(s string) string {
 
 func quote(s string) string { return Quote(s) }
 
-// removeLoserObjects deletes the objects this publish wrote once another publish committed the
-// version: unless the winner published the same content (then they are the winner's objects),
-// no manifest names them. It is best effort; what it leaves is unreachable, never wrong.
-func removeLoserObjects(ctx context.Context, st store.Store, content string, log *slog.Logger) {
+// removeLoserObjects deletes the objects in this publish's folder once another publish committed
+// the version: no manifest names them, unless the winner published from the same folder (the
+// same files: then they are the winner's objects), and none the winner's manifest names is
+// touched. It is best effort; what it leaves is unreachable, never wrong.
+func removeLoserObjects(ctx context.Context, st store.Store, folder string, log *slog.Logger) {
 	m, _, err := ReadManifest(ctx, st)
-	if err != nil || m.ContentSHA256 == content {
+	if err != nil || m.Format == ManifestFormat && m.Folder == folder {
 		return
 	}
-	prefix := ObjectKey(ManifestFormat, content, "", false)
+	named := map[string]bool{}
+	for _, f := range m.Files {
+		named[f.Key] = true
+	}
+	prefix := ObjectKey(ManifestFormat, folder, "", false)
 	var keys []string
-	if err := st.List(ctx, prefix, func(i store.Info) error { keys = append(keys, i.Key); return nil }); err != nil {
+	err = st.List(ctx, prefix, func(i store.Info) error {
+		if !named[i.Key] {
+			keys = append(keys, i.Key)
+		}
+		return nil
+	})
+	if err != nil {
 		log.Warn("could not list the objects of the losing publish", "prefix", prefix, "err", err)
 		return
 	}
@@ -278,47 +304,37 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	for _, f := range files {
 		total += f.size
 	}
-	opts.Progress.AddTotal(2 * total) // one pass to hash, one to send
+	opts.Progress.AddTotal(total)
 
-	// Every file is hashed first: the checkpoint's content hash names the folder its objects go
-	// to, so publishers of different content never write to the same key.
-	// Files unchanged since an earlier publish recorded their sums are not read for it.
+	// The objects go to a folder named by the files' identities, known without reading them, so
+	// each file is read once: hashed while it is sent. The manifest, written last, carries the
+	// sums. Files unchanged since an earlier publish recorded their sums are not hashed again.
+	folder := objectFolder(files)
 	rec := loadSums(opts.SumsRecord, opts.Log)
-	hashed := make([]sums, len(files))
-	entries := make([]File, len(files))
-	var bytesHashed atomic.Int64
+	up := &uploader{st: st, bufs: newBufPool(opts.Parallel), tempSlots: par.NewSem(2),
+		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
+	outcomes := make([]fileOutcome, len(files))
 	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
-		s, read, err := fileSums(ctx, files[i], opts.PartSize, rec)
-		hashed[i] = s
-		entries[i] = File{Path: files[i].path, Size: s.size, SHA256: s.sha256}
-		if read {
-			bytesHashed.Add(s.size)
-		}
-		opts.Progress.Add(s.size)
+		var err error
+		outcomes[i], err = publishFile(ctx, up, files[i], folder, rec, opts)
 		return err
 	})
 	rec.save(opts.Log)
 	if err != nil {
 		return nil, err
 	}
-	content := contentSHA256(entries)
-
-	up := &uploader{st: st, parallel: opts.Parallel, tempSlots: par.NewSem(2),
-		progress: opts.Progress, onPart: opts.OnPart, log: opts.Log}
+	entries := make([]File, len(files))
 	results := make([]FileResult, len(files))
-	err = forEach(ctx, len(files), opts.Parallel, func(ctx context.Context, i int) error {
-		e, r, err := publishFile(ctx, up, files[i], hashed[i], content, opts)
-		entries[i], results[i] = e, r
-		return err
-	})
-	if err != nil {
-		return nil, err
+	var bytesHashed int64
+	for i, o := range outcomes {
+		entries[i], results[i] = o.entry, o.result
+		bytesHashed += o.hashed
 	}
 
 	m := &Manifest{
 		Format: ManifestFormat, Tool: "pdq", ToolVersion: opts.ToolVersion,
 		Created: opts.Now().UTC().Truncate(time.Second), Source: opts.Source,
-		ContentSHA256: contentSHA256(entries), Files: entries,
+		ContentSHA256: contentSHA256(entries), Folder: folder, Files: entries,
 	}
 	for _, e := range entries {
 		if e.Path == ReportName {
@@ -336,15 +352,16 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	}
 	err = st.Put(ctx, ManifestKey, bytes.NewReader(b), int64(len(b)), store.PutOptions{IfNoneMatch: true})
 	if errors.Is(err, store.ErrExists) {
-		removeLoserObjects(ctx, st, content, opts.Log)
+		removeLoserObjects(ctx, st, folder, opts.Log)
 		return nil, fmt.Errorf("%w: %s got a %s from another publish while this one ran; the version holds that publish's files", ErrAlreadyPublished, st, ManifestKey)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish: write %s: %w", ManifestKey, err)
 	}
 
-	res := &Result{URL: st.String(), Files: results, BytesHashed: bytesHashed.Load(), BytesSent: up.bytesSent.Load(), Manifest: m}
+	res := &Result{URL: st.String(), Files: results, BytesHashed: bytesHashed, BytesSent: up.bytesSent.Load(), Manifest: m}
 	for _, r := range results {
+		res.BytesRead += r.BytesRead
 		res.Size += r.Size
 		res.StoredSize += r.StoredSize
 		res.PartsSent += r.PartsSent

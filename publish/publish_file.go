@@ -10,90 +10,184 @@ import (
 	"pdq/publish/store"
 )
 
-// publishFile maybe compresses, and uploads one file (hashed into s) under the folder of the
-// checkpoint's content hash unless the store has it already.
-func publishFile(ctx context.Context, up *uploader, f localFile, s sums, content string, opts Options) (File, FileResult, error) {
-	plainKey := ObjectKey(ManifestFormat, content, f.path, false)
-	e := File{Path: f.path, Size: s.size, SHA256: s.sha256, Compression: CompressionNone, Key: plainKey, StoredSize: s.size}
-	r := FileResult{Path: f.path, Size: s.size, StoredSize: s.size, Compression: CompressionNone, Ratio: 1}
-	md := map[string]string{metaSHA256: s.sha256, metaSize: strconv.FormatInt(s.size, 10)}
+// fileOutcome is what publishing one file gave: its manifest entry, its result, and the bytes of
+// it that were hashed.
+type fileOutcome struct {
+	entry  File
+	result FileResult
+	hashed int64
+}
+
+// publishFile maybe compresses, and uploads one file under the publish's folder unless the store
+// has it already. An uncompressed file is read once, hashed while it is sent; none of it is read
+// when the sums record vouches for it and the store holds it.
+func publishFile(ctx context.Context, up *uploader, f localFile, folder string, rec *sumsRecord, opts Options) (fileOutcome, error) {
+	var o fileOutcome
+	o.result = FileResult{Path: f.path, Size: f.size, StoredSize: f.size, Compression: CompressionNone, Ratio: 1}
+	known, ok := rec.lookup(f, opts.PartSize)
+	var s *sums
+	if ok {
+		s = &known
+	}
+	// hashed returns the file's sums: recorded, or from a pass that reads it (and records them).
+	hashed := func() (sums, error) {
+		if s != nil {
+			return *s, nil
+		}
+		h, err := hashListed(ctx, f, opts.PartSize)
+		o.result.BytesRead += h.size
+		if err != nil {
+			return sums{}, err
+		}
+		o.hashed += h.size
+		rec.addListed(f, h)
+		s = &h
+		return h, nil
+	}
+	md := map[string]string{metaSize: strconv.FormatInt(f.size, 10)}
 
 	if opts.Compress && compressible(f.path) {
-		key := ObjectKey(ManifestFormat, content, f.path, true)
-		if info, err := up.st.Stat(ctx, key); err == nil && info.Metadata[metaSHA256] == s.sha256 &&
+		fs, err := hashed()
+		if err != nil {
+			return o, err
+		}
+		md[metaSHA256] = fs.sha256
+		o.entry = File{Path: f.path, Size: fs.size, SHA256: fs.sha256, Compression: CompressionNone, Key: ObjectKey(ManifestFormat, folder, f.path, false), StoredSize: fs.size}
+		key := ObjectKey(ManifestFormat, folder, f.path, true)
+		if info, err := up.st.Stat(ctx, key); err == nil && info.Metadata[metaSHA256] == fs.sha256 &&
 			info.Metadata[metaCompression] == CompressionZipNN && validHex(info.Metadata[metaStoredSHA256]) {
-			return compressedEntry(e, key, info.Size, info.Metadata[metaStoredSHA256]), skipped(up, r, info.Size, true), nil
+			o.entry = compressedEntry(o.entry, key, info.Size, info.Metadata[metaStoredSHA256])
+			o.result = skipped(up, o.result, info.Size, true)
+			return o, nil
 		} else if err != nil && !errors.Is(err, store.ErrNotExist) {
-			return File{}, FileResult{}, err
+			return o, err
 		}
 		// One file compressed at a time (it uses every core), and at most two compressed copies
 		// on disk: one being compressed while the previous one is uploaded.
 		if err := up.tempSlots.Acquire(ctx); err != nil {
-			return File{}, FileResult{}, err
+			return o, err
 		}
 		defer up.tempSlots.Release()
 		up.compressMu.Lock()
 		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0)
 		up.compressMu.Unlock()
+		o.result.BytesRead += f.size
 		if err != nil {
-			return File{}, FileResult{}, err
+			return o, err
 		}
 		defer os.Remove(tmp)
+		if fi, err := os.Stat(f.local); err != nil {
+			return o, fmt.Errorf("publish: %w", err)
+		} else if err := sameIdentity(f, fi); err != nil {
+			return o, err
+		}
 		opts.Log.Debug("compressed", "path", f.path, "ratio", zs.Ratio())
-		if zs.StoredSize < s.size {
+		if zs.StoredSize < fs.size {
 			cs, err := hashFile(ctx, tmp, opts.PartSize)
 			if err != nil {
-				return File{}, FileResult{}, err
+				return o, err
 			}
 			md[metaCompression], md[metaStoredSHA256] = CompressionZipNN, cs.sha256
-			up.progress.AddTotal(cs.size - s.size)
-			e = compressedEntry(e, key, cs.size, cs.sha256)
-			r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, cs.size, float64(s.size)/float64(max(cs.size, 1))
-			stats, err := up.uploadOrAdopt(ctx, key, tmp, cs, md)
+			up.progress.AddTotal(cs.size - fs.size)
+			o.entry = compressedEntry(o.entry, key, cs.size, cs.sha256)
+			r := &o.result
+			r.Compression, r.StoredSize, r.Ratio = CompressionZipNN, cs.size, float64(fs.size)/float64(max(cs.size, 1))
+			_, stats, err := up.sendOrAdopt(ctx, key, localFile{path: f.path, local: tmp, size: cs.size}, opts.PartSize, &cs, md)
 			if err != nil {
-				return File{}, FileResult{}, err
+				return o, err
 			}
-			return e, sent(r, stats), nil
+			stats.bytesRead = 0 // of the temporary file
+			o.result = sent(o.result, stats, o.result.BytesRead)
+			return o, nil
 		}
 		opts.Log.Info("compression does not pay; storing as is", "path", f.path)
 	}
 
-	if info, err := up.st.Stat(ctx, plainKey); err == nil && info.Size == s.size &&
-		info.Metadata[metaSHA256] == s.sha256 && info.Metadata[metaCompression] == "" {
-		return e, skipped(up, r, s.size, false), nil
+	plainKey := ObjectKey(ManifestFormat, folder, f.path, false)
+	if info, err := up.st.Stat(ctx, plainKey); err == nil && info.Size == f.size &&
+		info.Metadata[metaSize] == md[metaSize] && info.Metadata[metaCompression] == "" {
+		// Stored by an earlier run of this publish (the folder is of these files): the object
+		// is taken once the file's sums say it holds these bytes.
+		fs, err := hashed()
+		if err != nil {
+			return o, err
+		}
+		if describes(info, fs.size, fs.sha256, md) {
+			o.entry = File{Path: f.path, Size: fs.size, SHA256: fs.sha256, Compression: CompressionNone, Key: plainKey, StoredSize: fs.size}
+			o.result = skipped(up, o.result, fs.size, false)
+			return o, nil
+		}
 	} else if err != nil && !errors.Is(err, store.ErrNotExist) {
-		return File{}, FileResult{}, err
+		return o, err
 	}
-	stats, err := up.uploadOrAdopt(ctx, plainKey, f.local, s, md)
+	fs, stats, err := up.sendOrAdopt(ctx, plainKey, f, opts.PartSize, s, md)
 	if err != nil {
-		return File{}, FileResult{}, err
+		return o, err
 	}
-	return e, sent(r, stats), nil
+	if s == nil {
+		o.hashed += fs.size
+		rec.addListed(f, fs)
+	}
+	o.entry = File{Path: f.path, Size: fs.size, SHA256: fs.sha256, Compression: CompressionNone, Key: plainKey, StoredSize: fs.size}
+	o.result = sent(o.result, stats, o.result.BytesRead)
+	return o, nil
 }
 
-// uploadOrAdopt uploads a file; when that fails, and the store now holds the same bytes under the
-// key anyway (a concurrent publish of the same content wrote them, completing or aborting the
-// uploads this one was using), that object is taken as this file's. The upload is tried twice.
-func (u *uploader) uploadOrAdopt(ctx context.Context, key, local string, s sums, md map[string]string) (sendStats, error) {
+// hashListed reads the local file f once for its sums, failing with errChanged unless it is the
+// file listed, unchanged while it was read.
+func hashListed(ctx context.Context, f localFile, partSize int64) (sums, error) {
+	s, err := hashFile(ctx, f.local, partSize)
+	if err != nil {
+		return s, err
+	}
+	if f.id != nil && (s.id == nil || *s.id != *f.id) {
+		return sums{size: s.size}, fmt.Errorf("%w: %s (run again to publish it as it is now)", errChanged, quote(f.local))
+	}
+	return s, nil
+}
+
+// sendOrAdopt sends a file; when that fails, and the store now holds the same bytes under the
+// key anyway (a concurrent publish of the same files wrote them, completing or aborting the
+// upload this one was using), that object is taken as this file's. The upload is tried twice.
+func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, partSize int64, known *sums, md map[string]string) (sums, sendStats, error) {
+	var read int64
+	resume := true
 	var err error
 	for range 2 {
+		var s sums
 		var st sendStats
-		if st, err = u.upload(ctx, key, local, s, md); err == nil || ctx.Err() != nil {
-			return st, err
+		s, st, err = u.send(ctx, key, f, partSize, known, md, resume)
+		read += st.bytesRead
+		st.bytesRead = read
+		if err == nil || ctx.Err() != nil {
+			return s, st, err
 		}
 		if errors.Is(err, store.ErrChecksum) {
 			// The bytes read now are not those hashed: sending them again cannot help.
-			return sendStats{}, fmt.Errorf("publish: %s changed after it was hashed (or since the sums record saw it): %w", quote(local), err)
+			return sums{}, st, fmt.Errorf("publish: %s changed after it was hashed (or since the sums record saw it): %w", quote(f.local), err)
 		}
-		info, serr := u.st.Stat(ctx, key)
-		if serr == nil && info.Size == s.size && info.Metadata[metaSHA256] == md[metaSHA256] &&
-			info.Metadata[metaStoredSHA256] == md[metaStoredSHA256] {
-			u.log.Info("another publish stored the same bytes; using its object", "key", key, "upload_error", err)
-			return sendStats{}, nil
+		if errors.Is(err, errChanged) {
+			return sums{}, st, err
 		}
+		if info, serr := u.st.Stat(ctx, key); serr == nil && info.Size == f.size {
+			sk := known
+			if sk == nil {
+				hs, herr := hashListed(ctx, f, partSize)
+				read += hs.size
+				if herr != nil {
+					return sums{}, sendStats{bytesRead: read}, herr
+				}
+				sk = &hs
+			}
+			if describes(info, sk.size, sk.sha256, md) {
+				u.log.Info("another publish stored the same bytes; using its object", "key", key, "upload_error", err)
+				return *sk, sendStats{bytesRead: read}, nil
+			}
+		}
+		resume = !errors.Is(err, errRestart)
 		u.log.Warn("upload failed; trying once more", "key", key, "err", err)
 	}
-	return sendStats{}, err
+	return sums{}, sendStats{bytesRead: read}, err
 }
 
 func compressedEntry(e File, key string, storedSize int64, storedSHA string) File {
@@ -111,8 +205,10 @@ func skipped(up *uploader, r FileResult, stored int64, compressed bool) FileResu
 	return r
 }
 
-func sent(r FileResult, s sendStats) FileResult {
+// sent fills in what an upload did; read counts the local file's bytes read besides the upload's.
+func sent(r FileResult, s sendStats, read int64) FileResult {
 	r.Action, r.PartsSent, r.PartsReused = "uploaded", s.partsSent, s.partsReused
+	r.BytesRead = read + s.bytesRead
 	if s.resumed {
 		r.Action = "resumed"
 	}

@@ -258,14 +258,14 @@ func TestPullConflict(t *testing.T) {
 	}
 }
 
-// writeManifest stores a hand-made manifest (with a consistent content hash); files without a
-// key get the one publish would give them.
+// writeManifest stores a hand-made manifest (with a consistent content hash, objects in
+// testFolder); files without a key get the one publish would give them.
 func writeManifest(t testing.TB, root string, files []File) {
 	t.Helper()
-	m := Manifest{Format: ManifestFormat, Tool: "pdq", Files: files, ContentSHA256: contentSHA256(files)}
+	m := Manifest{Format: ManifestFormat, Tool: "pdq", Files: files, ContentSHA256: contentSHA256(files), Folder: testFolder}
 	for i, f := range files {
 		if f.Key == "" {
-			files[i].Key = ObjectKey(m.Format, m.ContentSHA256, f.Path, f.Compression == CompressionZipNN)
+			files[i].Key = ObjectKey(m.Format, m.Folder, f.Path, f.Compression == CompressionZipNN)
 		}
 	}
 	b, _ := json.Marshal(m)
@@ -325,6 +325,36 @@ func TestParseManifestRejects(t *testing.T) {
 	b, _ = json.Marshal(m)
 	if _, err := ParseManifest(b); err != nil {
 		t.Errorf("good manifest: %v", err)
+	}
+
+	// Format 3: the objects' folder is named by the manifest, and every key is in it.
+	g3 := good
+	g3.Key = ObjectKey(ManifestFormat, testFolder, g3.Path, false)
+	v3 := func(edit func(*Manifest)) Manifest {
+		m := Manifest{Format: ManifestFormat, Files: []File{g3}, ContentSHA256: contentSHA256([]File{g3}), Folder: testFolder}
+		edit(&m)
+		return m
+	}
+	for name, m := range map[string]Manifest{
+		"no folder":         v3(func(m *Manifest) { m.Folder = "" }),
+		"short folder":      v3(func(m *Manifest) { m.Folder = "abc" }),
+		"upper-case folder": v3(func(m *Manifest) { m.Folder = strings.ToUpper(testFolder) }),
+		"folder not hex":    v3(func(m *Manifest) { m.Folder = strings.Repeat("g", folderLen) }),
+		"key in another":    v3(func(m *Manifest) { m.Folder = strings.Repeat("e", folderLen) }),
+		"key of format 2":   v3(func(m *Manifest) { m.Files[0].Key = ObjectKey(ManifestFormatV2, m.ContentSHA256, g3.Path, false) }),
+		"format 2 w/ folder": v3(func(m *Manifest) {
+			m.Format = ManifestFormatV2
+			m.Files[0].Key = ObjectKey(ManifestFormatV2, m.ContentSHA256, g3.Path, false)
+		}),
+	} {
+		b, _ := json.Marshal(m)
+		if _, err := ParseManifest(b); !errors.Is(err, ErrManifest) {
+			t.Errorf("%s: ParseManifest = %v, want ErrManifest", name, err)
+		}
+	}
+	b, _ = json.Marshal(v3(func(*Manifest) {}))
+	if _, err := ParseManifest(b); err != nil {
+		t.Errorf("good format-3 manifest: %v", err)
 	}
 }
 

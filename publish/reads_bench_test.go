@@ -56,10 +56,12 @@ func benchFiles(b *testing.B, files int, size int64) (string, int64) {
 
 // BenchmarkPublishReads publishes 4 files of 64 MiB, 16 MiB parts, 4 requests in flight, to a
 // fresh version each iteration, and reports the bytes this process read per byte published
-// (read-B/B: the hash pass, the upload and, for S3 over plain HTTP, the SDK's reading of each
-// part to sign it). local-recorded publishes files whose sums a sums record holds. hash-only is the hash pass alone: the most a publish that reads each file
-// once could save. s3-copy is what the staging design would add instead: a server-side
-// CopyObject of every byte (versitygw copies through its own read and write).
+// (read-B/B: each file once, hashed in memory while sent, and on the local store the store's
+// own assembly of the parts; the S3 SDK signs each part from memory). local-recorded publishes
+// files whose sums a sums record holds. hash-only is a hash pass alone, what a publish that
+// hashed every file before sending it read besides. s3-copy is what a staging design would
+// have added instead: a server-side CopyObject of every byte (versitygw copies through its own
+// read and write).
 func BenchmarkPublishReads(b *testing.B) {
 	const files, size, part = 4, 64 << 20, 16 << 20
 	dir, total := benchFiles(b, files, size)

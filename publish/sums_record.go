@@ -89,15 +89,15 @@ func loadSums(path string, log *slog.Logger) *sumsRecord {
 	return r
 }
 
-// lookup returns the recorded sums of the manifest path p when the local file's identity and
-// part size match them.
-func (r *sumsRecord) lookup(p string, fi fs.FileInfo, partSize int64) (sums, bool) {
-	id, ok := identityOf(fi)
-	if !ok {
+// lookup returns the recorded sums of the listed file f when its identity and part size match
+// them.
+func (r *sumsRecord) lookup(f localFile, partSize int64) (sums, bool) {
+	if f.id == nil {
 		return sums{}, false
 	}
+	id := *f.id
 	r.mu.Lock()
-	e, ok := r.Files[p]
+	e, ok := r.Files[f.path]
 	r.mu.Unlock()
 	if !ok || e.ID != id || e.PartSize != partSizeFor(id.Size, partSize) || !validHex(e.SHA256) ||
 		len(e.CRC32C) != max(1, int((id.Size+e.PartSize-1)/e.PartSize)) {
@@ -106,11 +106,15 @@ func (r *sumsRecord) lookup(p string, fi fs.FileInfo, partSize int64) (sums, boo
 	return sums{size: id.Size, sha256: e.SHA256, partSize: e.PartSize, crcs: e.CRC32C}, true
 }
 
-// add records the sums of the manifest path p, hashed while the file had identity id.
-func (r *sumsRecord) add(p string, id fileID, s sums) {
+// addListed records the sums of the listed file f, read while it had the identity it was
+// listed with (nothing is recorded for a file of unknown identity).
+func (r *sumsRecord) addListed(f localFile, s sums) {
+	if f.id == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.Files[p] = recordedSums{ID: id, SHA256: s.sha256, PartSize: s.partSize, CRC32C: s.crcs}
+	r.Files[f.path] = recordedSums{ID: *f.id, SHA256: s.sha256, PartSize: s.partSize, CRC32C: s.crcs}
 	r.dirty = true
 }
 

@@ -76,14 +76,16 @@ func newPublishCmd() *cobra.Command {
 		Use:   "publish DIR URL",
 		Short: "Upload a checkpoint directory to an object store as an immutable version",
 		Long: `publish uploads every file of DIR under URL (s3://bucket/prefix, file:///path or a directory),
-in the folder URL/data/CONTENT_SHA256/ named by the checkpoint's content, then writes
-URL/manifest.json last (path, size and SHA-256 of every file, tool version, source, creation time)
-on the condition that none exists: a version is published once and never overwritten, and of two
-publishes to one version exactly one succeeds. Names pull could not restore are refused first.
+in a folder URL/data/FOLDER/ of this publish's own (named by the files' identities on this host,
+so it is known before a byte is read), then writes URL/manifest.json last (path, size and SHA-256
+of every file, tool version, source, creation time) on the condition that none exists: a version
+is published once and never overwritten, and of two publishes to one version exactly one
+succeeds. Names pull could not restore are refused first.
 
-Large files go up in parts read straight from disk, --parallel at a time, each with a CRC32C; run
-again after an interruption and it resumes, sending only the parts the store lacks. Files already
-stored with the same size and SHA-256 are skipped. The report (DIR/report.json, or the
+Each file is read once: its parts are read in order into memory (--parallel buffers of
+--part-size), hashed there (SHA-256 of the file, CRC32C of the part) and sent, --parallel at a
+time. Run again after an interruption and it resumes in the same folder, sending only the parts
+the store lacks. The report (DIR/report.json, or the
 report.json next to DIR that pdq convert writes) is published with the checkpoint.
 
 --compress stores safetensors files losslessly compressed (ZipNN-style: BF16 exponents, FP8 and
