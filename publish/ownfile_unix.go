@@ -25,8 +25,12 @@ func identityOf(fi fs.FileInfo) (fileID, bool) {
 	if !ok {
 		return fileID{}, false
 	}
+	ctime, ok := changeNs(st)
+	if !ok {
+		return fileID{}, false
+	}
 	return fileID{
-		Size: fi.Size(), ModNs: fi.ModTime().UnixNano(), ChangeNs: st.Ctim.Nano(),
+		Size: fi.Size(), ModNs: fi.ModTime().UnixNano(), ChangeNs: ctime,
 		Inode: uint64(st.Ino), Device: uint64(st.Dev),
 	}, true
 }
