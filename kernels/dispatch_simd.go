@@ -59,12 +59,21 @@ func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, 
 	return candidatesPosAVX512(dst, a, sR, p), true
 }
 
-// callQuantBatches quantizes whole batches of sixteen groups with the batched loops where they
-// apply (AVX-512; RTN in groups of a multiple of 16, otherwise the batched search and pack for
-// unsigned scales and groups of at most maxBatchGroup) and returns how many groups it did.
+// callQuantBatches quantizes whole batches of groups with the batched loops where they apply
+// and returns how many groups it did. AVX-512: sixteen at a time, RTN in groups of a multiple of
+// 16, otherwise the batched search and pack for unsigned scales and groups of at most
+// maxBatchGroup. AVX2: eight at a time, the batched search and pack of SearchMSE on the same
+// groups (search8_avx2.go).
 func callQuantBatches(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
 	switch {
-	case lp != &avx512Loops || noBatchSearch:
+	case noBatchSearch:
+		return 0, nil
+	case lp == &avx2Loops:
+		if p.Search != SearchMSE || p.Signed || p.GroupSize > maxBatchGroup {
+			return 0, nil
+		}
+		return quantBatchesAVX2(out, src, ng, p)
+	case lp != &avx512Loops:
 		return 0, nil
 	case p.Search == SearchRTN && p.GroupSize%16 == 0:
 		return quantRTNBatchesAVX512(out, src, ng, p)
