@@ -25,7 +25,9 @@
 // against set. On AVX-512 the INT4 quantizer also runs sixteen consecutive groups at once, one
 // group per vector lane (search16_avx512.go): the eight per-group lanes above become eight
 // accumulator vectors and every choice of search a lane mask with the scalar comparison, so each
-// group gets the bytes the per-group loops give it (TestSIMDBatchSearch, FuzzSIMDBatchSearch).
+// group gets the bytes the per-group loops give it (TestSIMDBatchSearch, FuzzSIMDBatchSearch,
+// TestSIMDBatchSearchErrorTies); on AVX2 eight groups at once in 256-bit vectors
+// (search8_avx2.go).
 // The activation-weighted search runs sixteen groups at once the same way, each lane with its
 // group's column weights and candidate sequence (int4weighted_avx512.go; TestSIMDBatchWeighted,
 // FuzzSIMDWeighted), and eight at once in 256-bit vectors on AVX2 (int4weighted_avx2.go).

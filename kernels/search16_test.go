@@ -79,16 +79,24 @@ func TestSIMDBatchSearch(t *testing.T) {
 	}
 }
 
-// FuzzSIMDBatchSearch compares the batched search with the scalar loops on fuzzer-chosen slabs of
-// sixteen or more groups of 32.
+// FuzzSIMDBatchSearch compares the quantizer of every SIMD loop set (the batched searches: eight
+// groups at a time on AVX2, sixteen on AVX-512) with the scalar loops on fuzzer-chosen bits, NaN
+// and ±Inf included, in slabs of groups of 32, 64 or 128 (whole batches and a tail of single
+// groups), for both searches, signed scales (which the batches leave to the per-group loops)
+// and refinement counts 0 to 4. mode: bits 0-1 the group size, bit 2 MSE, bit 3 signed, bits 4-6
+// the refinements.
 func FuzzSIMDBatchSearch(f *testing.F) {
-	seed := make([]byte, 4*32*16)
-	for i := range 32 * 16 {
+	seed := make([]byte, 4*128*17) // 68 groups of 32, 34 of 64, 17 of 128: batches and a tail
+	for i := range len(seed) / 4 {
 		binary.LittleEndian.PutUint32(seed[4*i:], math.Float32bits(float32(i%37-18)*0.03125))
 	}
-	f.Add(seed, uint8(3))
-	f.Fuzz(func(t *testing.T, data []byte, refine uint8) {
-		const g = 32
+	f.Add(seed, uint8(3<<4|1<<2))
+	f.Add(seed, uint8(1<<4|1<<2|1))
+	f.Add(seed, uint8(2<<4|1<<2|2))
+	f.Add(seed, uint8(3<<4|1<<3|1<<2))
+	f.Add(seed[:4*32*16], uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
+		g := []int{32, 64, 128, 32}[mode&3]
 		n := len(data) / 4 / g * g
 		if n == 0 {
 			return
@@ -97,18 +105,21 @@ func FuzzSIMDBatchSearch(f *testing.F) {
 		for i := range x {
 			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		}
-		p := mustParams(t, g, Search(refine&1), false)
-		p.Refine = int(refine / 2 % 5)
+		p := mustParams(t, g, Search(mode>>2&1), mode&8 != 0)
+		p.Refine = int(mode >> 4 % 5)
 		prev := lp
+		defer func() { lp = prev }()
 		lp = &scalarLoops
 		want := quantSlab(x, 1, n, p)
-		lp = prev
-		got := quantSlab(x, 1, n, p)
-		if (got.err == nil) != (want.err == nil) || got.err != nil && got.err.Error() != want.err.Error() {
-			t.Fatalf("error %v, want %v", got.err, want.err)
-		}
-		if want.err == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s output differs from the scalar loops", lp.name)
+		for _, set := range loopSets[1:] {
+			lp = set
+			got := quantSlab(x, 1, n, p)
+			if (got.err == nil) != (want.err == nil) || got.err != nil && got.err.Error() != want.err.Error() {
+				t.Fatalf("%s: error %v, want %v", set.name, got.err, want.err)
+			}
+			if want.err == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s, g=%d: output differs from the scalar loops", set.name, g)
+			}
 		}
 	})
 }
