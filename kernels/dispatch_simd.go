@@ -62,14 +62,16 @@ func callCandidatesPos(dst []float32, a, sR float32, p *Int4Params) ([]float32, 
 // callQuantBatches quantizes whole batches of groups with the batched loops where they apply
 // and returns how many groups it did. AVX-512: sixteen at a time, RTN in groups of a multiple of
 // 16, otherwise the batched search and pack for unsigned scales and groups of at most
-// maxBatchGroup. AVX2: eight at a time, the batched search and pack of SearchMSE on the same
-// groups (search8_avx2.go).
+// maxBatchGroup. AVX2: eight at a time, RTN in groups of any size (rtn8_avx2.go), the batched
+// search and pack of SearchMSE on the same groups as AVX-512 (search8_avx2.go).
 func callQuantBatches(out Int4Out, src []float32, ng int, p *Int4Params) (int, error) {
 	switch {
 	case noBatchSearch:
 		return 0, nil
+	case lp == &avx2Loops && p.Search == SearchRTN:
+		return quantRTNBatchesAVX2(out, src, ng, p)
 	case lp == &avx2Loops:
-		if p.Search != SearchMSE || p.Signed || p.GroupSize > maxBatchGroup {
+		if p.Signed || p.GroupSize > maxBatchGroup {
 			return 0, nil
 		}
 		return quantBatchesAVX2(out, src, ng, p)

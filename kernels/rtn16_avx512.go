@@ -32,24 +32,35 @@ func quantRTNBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (i
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		ok := rtnBatch16(&res, src[k0*g:(k0+batchGroups)*g], out.Packed[k0*g/2:(k0+batchGroups)*g/2], g)
-		sc := out.Scales[2*k0 : 2*(k0+batchGroups)]
-		for l := range batchGroups {
-			k := k0 + l
-			if ok>>l&1 != 0 {
-				out.Stats[k] = GroupStats{SumSq: res.ss[l], Err: res.err[l], RTNErr: res.err[l], Clipped: res.clip[l]}
-				binary.LittleEndian.PutUint16(sc[2*l:], res.scale[l])
-				continue
-			}
-			x := src[k*g : (k+1)*g : (k+1)*g]
-			s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
-			if bad >= 0 {
-				return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
-			}
-			binary.LittleEndian.PutUint16(sc[2*l:], floatcodec.Float32ToBF16(s))
-			out.Stats[k] = st
+		if k, err := storeRTNBatch(out, src, k0, batchGroups, ok, p, &res); err != nil {
+			return k, err
 		}
 	}
 	return k0, nil
+}
+
+// storeRTNBatch writes the scales and statistics of the nb groups from k0 on that an RTN batch
+// did (the lanes of ok, their bytes already written) and quantizes the others with quantGroup.
+// On a non-finite value it returns the group's index and the error.
+func storeRTNBatch(out Int4Out, src []float32, k0, nb int, ok uint16, p *Int4Params, res *rtnBatch) (int, error) {
+	g := p.GroupSize
+	sc := out.Scales[2*k0 : 2*(k0+nb)]
+	for l := range nb {
+		k := k0 + l
+		if ok>>l&1 != 0 {
+			out.Stats[k] = GroupStats{SumSq: res.ss[l], Err: res.err[l], RTNErr: res.err[l], Clipped: res.clip[l]}
+			binary.LittleEndian.PutUint16(sc[2*l:], res.scale[l])
+			continue
+		}
+		x := src[k*g : (k+1)*g : (k+1)*g]
+		s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
+		if bad >= 0 {
+			return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+		}
+		binary.LittleEndian.PutUint16(sc[2*l:], floatcodec.Float32ToBF16(s))
+		out.Stats[k] = st
+	}
+	return 0, nil
 }
 
 // rtnBatch holds the results of sixteen groups.

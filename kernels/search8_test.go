@@ -122,16 +122,20 @@ func TestSIMDBatchSearchErrorTies(t *testing.T) {
 	}
 }
 
-// TestSIMDBatchSearchTakes checks that each SIMD set's batched search quantizes the whole
-// batches of a slab for SearchMSE with unsigned scales (eight groups on AVX2, sixteen on
-// AVX-512), so that the comparisons above compare the batches and not the per-group loops
-// twice, and that their bytes are the scalar loops'; signed scales are left to the per-group
-// loops.
+// TestSIMDBatchSearchTakes checks that each SIMD set's batched quantizer takes the whole
+// batches of a slab (eight groups on AVX2, sixteen on AVX-512) for RTN and for SearchMSE with
+// unsigned scales, so that the comparisons of the batched and per-group loops with the scalar
+// ones compare the batches and not the per-group loops twice, and that their bytes are the
+// scalar loops'; the search with signed scales is left to the per-group loops.
 func TestSIMDBatchSearchTakes(t *testing.T) {
 	const rows, cols = 3, 9 * 128 // 27 groups of 128, 108 of 32
 	x := goldenInput(rows, cols)
-	for _, g := range []int{32, 64, 128} {
-		p := mustParams(t, g, SearchMSE, false)
+	for _, c := range []struct {
+		g      int
+		search Search
+	}{{32, SearchMSE}, {64, SearchMSE}, {128, SearchMSE}, {32, SearchRTN}, {128, SearchRTN}} {
+		g := c.g
+		p := mustParams(t, g, c.search, false)
 		ng := rows * cols / g
 		prev := lp
 		lp = &scalarLoops
@@ -144,14 +148,15 @@ func TestSIMDBatchSearchTakes(t *testing.T) {
 				t.Fatal(err)
 			}
 			if batch := map[string]int{"avx2": 8, "avx512": 16}[set.name]; done != ng/batch*batch {
-				t.Fatalf("g=%d: the batches quantized %d groups of %d, want %d", g, done, ng, ng/batch*batch)
+				t.Fatalf("g=%d search %d: the batches quantized %d groups of %d, want %d", g, c.search, done, ng, ng/batch*batch)
 			}
 			if done == 0 || !bytes.Equal(out.Packed[:done*g/2], want.packed[:done*g/2]) || !bytes.Equal(out.Scales[:2*done], want.scales[:2*done]) {
 				t.Fatalf("g=%d: the batches' bytes differ from the scalar loops'", g)
 			}
-			signed := mustParams(t, g, SearchMSE, true)
-			if done, _ := callQuantBatches(out, x, ng, signed); done != 0 {
-				t.Fatalf("g=%d: the batches quantized %d groups with signed scales", g, done)
+			if c.search == SearchMSE {
+				if done, _ := callQuantBatches(out, x, ng, mustParams(t, g, SearchMSE, true)); done != 0 {
+					t.Fatalf("g=%d: the batches quantized %d groups with signed scales", g, done)
+				}
 			}
 		})
 	}
@@ -169,5 +174,34 @@ func TestSIMDBatchSearchNoAllocations(t *testing.T) {
 				t.Errorf("QuantizeInt4 g%d on %s: %v allocations", g, lp.name, n)
 			}
 		})
+	}
+}
+
+// TestSIMDRTNBatchSubnormalScales: when the RTN scale is subnormal, its rounding to BF16 can
+// be coarse (relative error up to a half), so |x/s| may exceed 8.5 and the clamp at -8 and the
+// clip count of the negative side act, which the batched RTN loops only run for batches that
+// have such a scale. Groups whose maximum is subnormal, with their negative extreme, on every
+// set; some batches mix them with ordinary groups.
+func TestSIMDRTNBatchSubnormalScales(t *testing.T) {
+	r := rand.New(rand.NewPCG(43, 44))
+	for _, g := range []int{16, 32, 40, 64, 128} {
+		const ng = 48
+		x := make([]float32, 0, ng*g)
+		for k := range ng {
+			grp := make([]float32, g)
+			a := float32(math.Ldexp(1+r.Float64(), -(128 + r.IntN(20)))) // 2^-147 .. 2^-127
+			if k%5 == 4 {
+				a = float32(r.NormFloat64()) // an ordinary group in the batch
+			}
+			for i := range grp {
+				grp[i] = a * float32(2*r.Float64()-1)
+			}
+			grp[r.IntN(g)] = -a
+			if r.IntN(2) == 0 {
+				grp[r.IntN(g)] = a
+			}
+			x = append(x, grp...)
+		}
+		compareSlabSets(t, x, 1, ng*g, mustParams(t, g, SearchRTN, false))
 	}
 }
