@@ -76,7 +76,7 @@ func searchBatch8(res *batchResult, t []float32, g int, p *Int4Params) archsimd.
 	if res.ok == 0 {
 		return ok
 	}
-	bestE := err8(t, sR, zero, true)
+	bestE := errDiv8(t, sR)
 	bestE.Store(lanes8(&res.rtnErr))
 	best := sR
 	mul := noLanes8() // lanes whose best is a searched scale (levels x·(1/s))
@@ -88,7 +88,11 @@ func searchBatch8(res *batchResult, t []float32, g int, p *Int4Params) archsimd.
 		if keep = keep.And(ok); keep.ToBits() == 0 {
 			continue
 		}
-		e := err8(t, s, one.Div(s), false)
+		inv := one.Div(s)
+		// Where a·inv ≤ 8.5, every x·inv is at least -8.5 (rounding is monotonic), which rounds
+		// to the level -8 with or without the clamp at -8: it is left out.
+		clampLo := keep.And(a.Mul(inv).Greater(bc(8.5))).ToBits() != 0
+		e := errMul8(t, s, inv, clampLo)
 		w := keep.And(e.Less(bestE))
 		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
 		mul = mul.Or(w)
@@ -105,24 +109,31 @@ func searchBatch8(res *batchResult, t []float32, g int, p *Int4Params) archsimd.
 	return div
 }
 
-// err8 is errMul (errDiv when div is set: the RTN levels x/s) of each lane's group with scale s
-// and reciprocal inv. The eight accumulators are summed four at a time (rows j%8 < 4, then the
-// others), which keeps them, the constants and the temporaries in the sixteen registers; the sum
-// is the same ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)).
-func err8(t []float32, s, inv archsimd.Float32x8, div bool) archsimd.Float32x8 {
+// errMul8 is errMul of each lane's group with scale s and reciprocal inv (without the clamp at
+// -8 unless clampLo: see searchBatch8). The eight accumulators are summed four at a time (rows
+// j%8 < 4, then the others), which keeps them, the constants and the temporaries in the sixteen
+// registers; the sum is the same ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)).
+func errMul8(t []float32, s, inv archsimd.Float32x8, clampLo bool) archsimd.Float32x8 {
 	lo, hi := bc(-8), bc(7)
-	if div {
-		return errDivHalf8(t, 0, s, lo, hi).Add(errDivHalf8(t, 4, s, lo, hi))
-	}
-	return errMulHalf8(t, 0, s, inv, lo, hi).Add(errMulHalf8(t, 4, s, inv, lo, hi))
+	return errMulHalf8(t, 0, s, inv, lo, hi, clampLo).Add(errMulHalf8(t, 4, s, inv, lo, hi, clampLo))
 }
 
-// errMulHalf8 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of err8's accumulators, o = off, for the
+// errDiv8 is errDiv: errMul8 for the RTN levels level(x/s).
+func errDiv8(t []float32, s archsimd.Float32x8) archsimd.Float32x8 {
+	lo, hi := bc(-8), bc(7)
+	return errDivHalf8(t, 0, s, lo, hi).Add(errDivHalf8(t, 4, s, lo, hi))
+}
+
+// errMulHalf8 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of errMul8's accumulators, o = off, for the
 // levels level(x·inv). The clamp bounds come as arguments, so that they stay in registers.
-func errMulHalf8(t []float32, off int, s, inv, lo, hi archsimd.Float32x8) archsimd.Float32x8 {
+func errMulHalf8(t []float32, off int, s, inv, lo, hi archsimd.Float32x8, clampLo bool) archsimd.Float32x8 {
 	var e0, e1, e2, e3 archsimd.Float32x8
 	term := func(v archsimd.Float32x8) archsimd.Float32x8 {
-		return sq8(v, v.Mul(inv).Max(lo).Min(hi).RoundToEven(), s)
+		f := v.Mul(inv)
+		if clampLo {
+			f = f.Max(lo)
+		}
+		return sq8(v, f.Min(hi).RoundToEven(), s)
 	}
 	x := t[avx2Groups*off:]
 	for i := 0; i+4*avx2Groups <= len(x); i += 8 * avx2Groups {
