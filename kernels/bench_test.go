@@ -30,8 +30,7 @@ func benchSlab() []float32 {
 
 // eachSIMD runs f as a sub-benchmark for every loop set, and for AVX2 and AVX-512 once more as
 // "avx2-pergroup" and "avx512-pergroup" with the batched search (eight or sixteen groups at
-// once) switched off, so that one run shows both. (On AVX2 the MSE and weighted searches are
-// batched, RTN is not.)
+// once) switched off, so that one run shows both.
 func eachSIMD(b *testing.B, f func(b *testing.B)) {
 	for _, set := range loopSets {
 		b.Run(set.name, func(b *testing.B) {

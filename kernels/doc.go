@@ -23,16 +23,16 @@
 // performs the scalar operations in the scalar order, and the horizontal sums pair lanes as the
 // tree above does, so every output bit is the same, which simd_test.go and FuzzSIMD check set
 // against set. On AVX-512 the INT4 quantizer also runs sixteen consecutive groups at once, one
-// group per vector lane (search16_avx512.go): the eight per-group lanes above become eight
-// accumulator vectors and every choice of search a lane mask with the scalar comparison, so each
-// group gets the bytes the per-group loops give it (TestSIMDBatchSearch, FuzzSIMDBatchSearch,
-// TestSIMDBatchSearchErrorTies); on AVX2 eight groups at once in 256-bit vectors
-// (search8_avx2.go).
-// The activation-weighted search runs sixteen groups at once the same way, each lane with its
-// group's column weights and candidate sequence (int4weighted_avx512.go; TestSIMDBatchWeighted,
-// FuzzSIMDWeighted), and eight at once in 256-bit vectors on AVX2 (int4weighted_avx2.go).
-// RTN needs no search, so its AVX-512 batch of sixteen groups keeps them in their natural
-// layout, two groups per vector (rtn16_avx512.go; TestSIMDRTNBatchTies, FuzzSIMDRTNBatch). The
+// group per vector lane (search16_avx512.go), and on AVX2 eight in 256-bit vectors
+// (search8_avx2.go): the eight per-group lanes above become eight accumulator vectors and every
+// choice of search a lane mask with the scalar comparison, so each group gets the bytes the
+// per-group loops give it (TestSIMDBatchSearch, TestSIMDBatchSearchErrorTies,
+// FuzzSIMDBatchSearch). The activation-weighted search runs sixteen groups at once the same
+// way, each lane with its group's column weights and candidate sequence (int4weighted_avx512.go;
+// TestSIMDBatchWeighted, FuzzSIMDWeighted), and eight at once on AVX2 (int4weighted_avx2.go).
+// RTN needs no search, so its batches keep the groups in their natural layout: sixteen on
+// AVX-512, two groups per vector (rtn16_avx512.go), eight on AVX2, one per vector
+// (rtn8_avx2.go; TestSIMDRTNBatchTies, TestSIMDRTNBatchSubnormalScales, FuzzSIMDRTNBatch). The
 // SIMD error sums add the products ref², ref·got and got² of two float32 values with a fused
 // multiply-add: such a product is exact in float64, so the one rounding is the scalar loop's
 // (errsums_avx512.go; TestSIMDErrorSumsMax, TestErrorSumsFusedAnyInput).
