@@ -29,14 +29,24 @@ func (CPU) QuantizeInt4(out Int4Out, src []float32, rows, cols int, p *Int4Param
 		return err
 	}
 	for k := done; k < ng; k++ {
-		x := src[k*g : (k+1)*g : (k+1)*g]
-		s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
-		if bad >= 0 {
-			return &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+		if err := quantGroupAt(out, src, k, p); err != nil {
+			return err
 		}
-		binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
-		out.Stats[k] = st
 	}
+	return nil
+}
+
+// quantGroupAt quantizes group k of src one group at a time into out (its packed bytes, BF16
+// scale and statistics): the per-group loop, and the path of every group a batch leaves.
+func quantGroupAt(out Int4Out, src []float32, k int, p *Int4Params) error {
+	g := p.GroupSize
+	x := src[k*g : (k+1)*g : (k+1)*g]
+	s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
+	if bad >= 0 {
+		return &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+	}
+	binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+	out.Stats[k] = st
 	return nil
 }
 

@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"simd/archsimd"
-
-	"pdq/internal/floatcodec"
 )
 
 // RTN quantization of sixteen groups at once, in their natural layout (no transpose: RTN has no
@@ -43,7 +41,6 @@ func quantRTNBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (i
 // did (the lanes of ok, their bytes already written) and quantizes the others with quantGroup.
 // On a non-finite value it returns the group's index and the error.
 func storeRTNBatch(out Int4Out, src []float32, k0, nb int, ok uint16, p *Int4Params, res *rtnBatch) (int, error) {
-	g := p.GroupSize
 	sc := out.Scales[2*k0 : 2*(k0+nb)]
 	for l := range nb {
 		k := k0 + l
@@ -52,13 +49,9 @@ func storeRTNBatch(out Int4Out, src []float32, k0, nb int, ok uint16, p *Int4Par
 			binary.LittleEndian.PutUint16(sc[2*l:], res.scale[l])
 			continue
 		}
-		x := src[k*g : (k+1)*g : (k+1)*g]
-		s, st, bad := quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p)
-		if bad >= 0 {
-			return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
+		if err := quantGroupAt(out, src, k, p); err != nil {
+			return k, err
 		}
-		binary.LittleEndian.PutUint16(sc[2*l:], floatcodec.Float32ToBF16(s))
-		out.Stats[k] = st
 	}
 	return 0, nil
 }

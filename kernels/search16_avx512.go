@@ -57,9 +57,8 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 		}
 		for l := range batchGroups {
 			k := k0 + l
-			var s float32
 			if res.ok>>l&1 != 0 {
-				s = res.best[l]
+				s := res.best[l]
 				if g != 32 {
 					wk := words[k*g/8 : (k+1)*g/8]
 					for i := range wk {
@@ -70,14 +69,10 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 				if p.Search == SearchMSE {
 					out.Stats[k].RTNErr = res.rtnErr[l]
 				}
-			} else {
-				x := src[k*g : (k+1)*g : (k+1)*g]
-				var bad int
-				if s, out.Stats[k], bad = quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p); bad >= 0 {
-					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
-				}
+				binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+			} else if err := quantGroupAt(out, src, k, p); err != nil {
+				return k, err
 			}
-			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
 		}
 	}
 	return k0, nil

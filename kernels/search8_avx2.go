@@ -45,22 +45,17 @@ func quantBatchesAVX2(out Int4Out, src []float32, ng int, p *Int4Params) (int, e
 		}
 		for l := range avx2Groups {
 			k := k0 + l
-			var s float32
 			if res.ok>>l&1 != 0 {
-				s = res.best[l]
+				s := res.best[l]
 				b := out.Packed[k*g/2 : (k+1)*g/2]
 				for i := range g / 8 {
 					binary.LittleEndian.PutUint32(b[4*i:], wr[avx2Groups*i+l])
 				}
 				out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: res.rtnErr[l], Clipped: st.clip[l]}
-			} else {
-				x := src[k*g : (k+1)*g : (k+1)*g]
-				var bad int
-				if s, out.Stats[k], bad = quantGroup(out.Packed[k*g/2:(k+1)*g/2], x, p); bad >= 0 {
-					return k, &NonFiniteError{Index: int64(k*g + bad), Value: x[bad]}
-				}
+				binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
+			} else if err := quantGroupAt(out, src, k, p); err != nil {
+				return k, err
 			}
-			binary.LittleEndian.PutUint16(out.Scales[2*k:], floatcodec.Float32ToBF16(s))
 		}
 	}
 	return k0, nil
