@@ -31,6 +31,7 @@ type PieceFile struct {
 	d          *os.File // the same file opened for direct writes, or nil
 
 	mu      sync.Mutex
+	refused bool // a direct write was refused: the rest go through the page cache
 	covered Coverage
 	err     error
 	done    bool
@@ -101,6 +102,9 @@ func (p *PieceFile) WriteAtSum(b []byte, off int64, crc uint32) error {
 		}
 	}
 	d := p.d
+	if p.refused {
+		d = nil
+	}
 	p.mu.Unlock()
 	if err != nil || n == 0 {
 		return err
@@ -127,9 +131,8 @@ func (p *PieceFile) write(d *os.File, b []byte, off int64) error {
 		}
 		if err != nil { // the file system takes no direct writes after all
 			p.mu.Lock()
-			p.d = nil
+			p.refused = true // d stays open for writes of other goroutines in flight; closeFiles closes it
 			p.mu.Unlock()
-			d.Close()
 			_, err = p.f.WriteAt(b[lo-off+int64(k):hi-off], lo+int64(k))
 			if err != nil {
 				return err
