@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 
@@ -45,6 +46,7 @@ type globalOptions struct {
 	verbose    bool
 	cpuProfile string
 	memProfile string
+	execTrace  string
 }
 
 // stopProfile ends the CPU profile started by --cpuprofile, if any.
@@ -79,8 +81,8 @@ and writes a per-tensor error report computed from the bytes actually written.`,
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(logWriter{cmd.ErrOrStderr()}, &slog.HandlerOptions{Level: level})))
-			if globals.cpuProfile != "" || globals.memProfile != "" {
-				startProfile(globals.cpuProfile, globals.memProfile)
+			if globals.cpuProfile != "" || globals.memProfile != "" || globals.execTrace != "" {
+				startProfile(globals.cpuProfile, globals.memProfile, globals.execTrace)
 			}
 		},
 	}
@@ -89,6 +91,8 @@ and writes a per-tensor error report computed from the bytes actually written.`,
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentFlags().StringVar(&globals.memProfile, "memprofile", "", "write a Go allocation profile of the command to this file at exit (for go tool pprof -sample_index=alloc_space)")
 	_ = root.PersistentFlags().MarkHidden("memprofile")
+	root.PersistentFlags().StringVar(&globals.execTrace, "exectrace", "", "write a Go execution trace of the command to this file (for go tool trace)")
+	_ = root.PersistentFlags().MarkHidden("exectrace")
 	root.SetFlagErrorFunc(flagError)
 	for _, mk := range commands {
 		root.AddCommand(mk())
@@ -136,29 +140,40 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 	return exitFailure
 }
 
-// startProfile starts a CPU profile into path; a failure to start it is logged, not fatal.
-func startProfile(cpuPath, memPath string) {
-	stopCPU := func() {}
-	if cpuPath != "" {
-		f, err := os.Create(cpuPath)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			slog.Warn("cpu profile not written", "path", cpuPath, "err", err)
-		} else {
-			stopCPU = func() {
-				pprof.StopCPUProfile()
-				if err := f.Close(); err != nil {
-					slog.Warn("cpu profile incomplete", "path", cpuPath, "err", err)
-				}
-			}
-		}
-	}
+// startProfile starts a CPU profile into cpuPath and an execution trace into tracePath (either
+// may be empty); a failure to start one is logged, not fatal.
+func startProfile(cpuPath, memPath, tracePath string) {
+	stopCPU := startRecording(cpuPath, "cpu profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	stopTrace := startRecording(tracePath, "execution trace", trace.Start, trace.Stop)
 	stopProfile = func() {
 		stopCPU()
+		stopTrace()
 		if memPath != "" {
 			writeHeapProfile(memPath)
+		}
+	}
+}
+
+// startRecording creates path and starts a recording into it with start; the function it
+// returns stops the recording and closes the file. An empty path records nothing.
+func startRecording(path, what string, start func(io.Writer) error, stop func()) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		if err = start(f); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		slog.Warn(what+" not written", "path", path, "err", err)
+		return func() {}
+	}
+	return func() {
+		stop()
+		if err := f.Close(); err != nil {
+			slog.Warn(what+" incomplete", "path", path, "err", err)
 		}
 	}
 }
