@@ -60,7 +60,7 @@ func Create(path string, layout *Layout) (*Writer, error) {
 	}
 	w := newWriter(path, temp, layout, f)
 	if _, err := f.WriteAt(layout.Prefix, 0); err == nil {
-		err = f.Truncate(layout.FileSize)
+		err = fsutil.Preallocate(f, layout.FileSize)
 	}
 	if err != nil {
 		f.Close()

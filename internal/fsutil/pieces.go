@@ -47,7 +47,7 @@ func CreatePieces(path string, perm os.FileMode, size int64) (*PieceFile, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.Truncate(size); err != nil {
+	if err := Preallocate(f, size); err != nil {
 		f.Close()
 		os.Remove(temp)
 		return nil, err
