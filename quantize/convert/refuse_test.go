@@ -262,6 +262,16 @@ func bf16Tensor(name string, seed uint64, shape ...int64) raw {
 	return raw{name, safetensors.BF16, shape, b}
 }
 
+// withBF16 sets element i of the BF16 tensor name among ts to the bit pattern bits.
+func withBF16(ts []raw, name string, i int, bits uint16) []raw {
+	for _, x := range ts {
+		if x.name == name {
+			binary.LittleEndian.PutUint16(x.data[2*i:], bits)
+		}
+	}
+	return ts
+}
+
 // fp8Tensor returns an FP8 weight [n, k] and, unless noScale, its weight_scale_inv.
 func fp8Tensor(name string, seed uint64, n, k int64, noScale bool) []raw {
 	b := make([]byte, n*k)
@@ -310,10 +320,11 @@ func TestNonFinite(t *testing.T) {
 	const (
 		expert = "model.layers.1.mlp.experts.0.gate_proj.weight"
 		attn   = "model.layers.1.self_attn.q_proj.weight"
+		embed  = "model.embed_tokens.weight"
 	)
 	dense := func(bad string, bits uint16) []raw {
 		ts := []raw{
-			bf16Tensor("model.embed_tokens.weight", 1, 64, 128),
+			bf16Tensor(embed, 1, 64, 128),
 			bf16Tensor("model.layers.1.input_layernorm.weight", 2, 128),
 			bf16Tensor(attn, 3, 128, 128),
 			bf16Tensor("model.layers.1.mlp.gate.weight", 4, 4, 128),
@@ -322,12 +333,7 @@ func TestNonFinite(t *testing.T) {
 			bf16Tensor("model.layers.1.mlp.experts.0.down_proj.weight", 7, 128, 64),
 			bf16Tensor("lm_head.weight", 8, 64, 128),
 		}
-		for _, x := range ts {
-			if x.name == bad {
-				binary.LittleEndian.PutUint16(x.data[2*1000:], bits)
-			}
-		}
-		return ts
+		return withBF16(ts, bad, 1000, bits)
 	}
 	fp8 := func(bad string, code byte) []raw {
 		var ts []raw
@@ -354,6 +360,9 @@ func TestNonFinite(t *testing.T) {
 		{"bf16-nan-attention", dense(attn, 0x7fc0), map[string]any{"model_type": "glm4_moe"}, attn},
 		{"fp8-nan-expert", fp8(expert, 0x7f), fp8Config, expert},
 		{"fp8-nan-attention", fp8(attn, 0xff), fp8Config, attn},
+		// Copied as they are, checked from their bits: the index counts from the tensor's start.
+		{"bf16-inf-embedding", dense(embed, 0x7f80), map[string]any{"model_type": "glm4_moe"}, embed + `": element 1000 is +Inf`},
+		{"fp8-nan-embedding", withBF16(fp8("", 0), embed, 5000, 0xffc0), fp8Config, embed + `": element 5000 is NaN`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := writeCheckpoint(t, tc.ts, tc.cfg)

@@ -193,20 +193,11 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 		return wk.emitBoth(ctx, m, s, vals)
 	}
 	if vals == nil && m.Weight.DType.IsFloat() && len(s.raw) > 0 {
-		// Copied tensors are checked too: a NaN or Inf is never written silently.
-		n := len(s.raw) * 8 / m.Weight.DType.Bits()
-		wk.vals = grow(wk.vals, n)
-		if err := quantize.DecodeFloat32(wk.vals[:n], s.raw, m.Weight.DType); err != nil {
-			return fmt.Errorf("convert: %s: %w", m.describe(), err)
-		}
-		if err := quantize.CheckFinite(m.Weight.Name, wk.vals[:n]); err != nil {
+		// Copied tensors are checked too: a NaN or Inf is never written silently. Their bits
+		// are read as they are; the error gives the element's index in the tensor.
+		first := s.wOff * 8 / int64(m.Weight.DType.Bits())
+		if err := quantize.CheckFiniteRaw(m.Weight.Name, s.raw, m.Weight.DType, first); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.Weight.Shard.Name, err)
-		}
-	} else if vals == nil && m.Weight.DType == safetensors.F8E4M3 {
-		for i, c := range s.raw {
-			if c&0x7f == 0x7f {
-				return fmt.Errorf("convert: %s: tensor %q: %w: FP8 NaN code at element %d", m.Weight.Shard.Name, m.Weight.Name, quantize.ErrNonFinite, int64(s.r0)*int64(max(m.Cols, 1))+int64(i))
-			}
 		}
 	}
 	return wk.emitBoth(ctx, m, s, vals)
