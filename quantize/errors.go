@@ -20,10 +20,11 @@ var (
 )
 
 // CheckFinite returns an error wrapping ErrNonFinite that names the tensor and the first NaN or
-// ±Inf element, or nil when every element of w is finite.
-func CheckFinite(name string, w []float32) error {
+// ±Inf element, or nil when every element of w is finite. w[0] is element base of the tensor:
+// the error gives the index in the tensor.
+func CheckFinite(name string, w []float32, base int64) error {
 	if i := firstNonFinite(w); i >= 0 {
-		return fmt.Errorf("quantize: tensor %q: element %d is %v: %w", name, i, w[i], ErrNonFinite)
+		return fmt.Errorf("quantize: tensor %q: element %d is %v: %w", name, base+int64(i), w[i], ErrNonFinite)
 	}
 	return nil
 }

@@ -177,7 +177,7 @@ func BenchmarkFirstNonFiniteRaw(b *testing.B) {
 			if err := DecodeFloat32(v, src, safetensors.BF16); err != nil {
 				b.Fatal(err)
 			}
-			if err := CheckFinite("w", v); err != nil {
+			if err := CheckFinite("w", v, 0); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -255,12 +255,12 @@ func TestInt4RefusesNonFinite(t *testing.T) {
 		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "element 2569 ") {
 			t.Fatalf("FP8 %v: %v", bad, err)
 		}
-		err = CheckFinite("model.layers.3.mlp.experts.7.up_proj.weight", w)
+		err = CheckFinite("model.layers.3.mlp.experts.7.up_proj.weight", w, 0)
 		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), `"model.layers.3.mlp.experts.7.up_proj.weight": element 2569 is`) {
 			t.Fatalf("CheckFinite: %v", err)
 		}
 	}
-	if err := CheckFinite("w", []float32{0, 1, -3e38}); err != nil {
+	if err := CheckFinite("w", []float32{0, 1, -3e38}, 0); err != nil {
 		t.Fatal(err)
 	}
 }

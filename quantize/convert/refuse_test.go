@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -380,6 +381,29 @@ func TestNonFinite(t *testing.T) {
 			}
 			checkUnfinished(t, out)
 			checkNoPartial(t, out)
+		})
+	}
+}
+
+// TestNonFiniteLaterSlab: a NaN in the second slab of a large tensor is reported at its index
+// in the tensor, for a tensor decoded (attention to BF16) and for one copied (the embedding).
+func TestNonFiniteLaterSlab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes two 8 MiB tensors")
+	}
+	const rows, cols = 2100, 2048 // a slab holds 2048 rows of 2048
+	const bad = 2050*cols + 3
+	for _, name := range []string{"model.layers.1.self_attn.q_proj.weight", "model.embed_tokens.weight"} {
+		t.Run(name, func(t *testing.T) {
+			ts := []raw{bf16Tensor("model.embed_tokens.weight", 1, rows, cols), bf16Tensor("model.layers.1.self_attn.q_proj.weight", 2, rows, cols),
+				bf16Tensor("model.layers.1.mlp.experts.0.gate_proj.weight", 3, 64, 128)}
+			src := writeCheckpoint(t, withBF16(ts, name, bad, 0x7fc0), map[string]any{"model_type": "glm4_moe"})
+			o := smallOptions
+			o.Only = convert.KindDecode
+			_, err := runPlan(plan(t, src, o), filepath.Join(t.TempDir(), "out"), convert.RunOptions{Workers: 2})
+			if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), fmt.Sprintf("%s\": element %d is NaN", name, bad)) {
+				t.Fatalf("got %v, want ErrNonFinite at element %d of %s", err, bad, name)
+			}
 		})
 	}
 }

@@ -184,7 +184,7 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 			return fmt.Errorf("convert: %s: %w", m.describe(), err)
 		}
 		if !quantizersCheck(m, emits) {
-			if err := quantize.CheckFinite(m.Weight.Name, vals); err != nil {
+			if err := quantize.CheckFinite(m.Weight.Name, vals, firstElement(m, s)); err != nil {
 				return fmt.Errorf("convert: %s: %w", m.Weight.Shard.Name, err)
 			}
 		}
@@ -194,14 +194,16 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 	}
 	if vals == nil && m.Weight.DType.IsFloat() && len(s.raw) > 0 {
 		// Copied tensors are checked too: a NaN or Inf is never written silently. Their bits
-		// are read as they are; the error gives the element's index in the tensor.
-		first := s.wOff * 8 / int64(m.Weight.DType.Bits())
-		if err := quantize.CheckFiniteRaw(m.Weight.Name, s.raw, m.Weight.DType, first); err != nil {
+		// are read as they are.
+		if err := quantize.CheckFiniteRaw(m.Weight.Name, s.raw, m.Weight.DType, firstElement(m, s)); err != nil {
 			return fmt.Errorf("convert: %s: %w", m.Weight.Shard.Name, err)
 		}
 	}
 	return wk.emitBoth(ctx, m, s, vals)
 }
+
+// firstElement is the index in its tensor of slab s's first weight.
+func firstElement(m *Module, s *slab) int64 { return s.wOff * 8 / int64(max(m.Weight.DType.Bits(), 1)) }
 
 // quantizersCheck reports whether every output the slab goes to runs a quantizer that refuses
 // NaN and ±Inf itself (the INT4 and FP8 kernels find them through each group's or block's
