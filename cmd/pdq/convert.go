@@ -51,9 +51,10 @@ func newConvertCmd() *cobra.Command {
                    tensor, measured on the bytes written; read it with pdq report
 
 Memory stays under --max-memory plus a fixed overhead whatever the checkpoint size. Shards are
-written under temporary names and renamed when complete; a journal records finished shards and
-every finished tensor of the shards still open (with a checksum of its bytes), so rerunning the
-same command (or --resume) after a crash, kill -9 or Ctrl-C keeps every finished tensor and
+written under temporary names, their whole size reserved on disk at creation on Linux (a full
+disk fails then, naming the shard), and renamed when complete; a journal records finished shards
+and every finished tensor of the shards still open (with a checksum of its bytes), so rerunning
+the same command (or --resume) after a crash, kill -9 or Ctrl-C keeps every finished tensor and
 ends byte-identical to an uninterrupted run; it says how many shards it keeps ("resuming: 12 of
 91 decode shards and 40 of 142 prefill shards already done (verified)": size and CRC-32C checked)
 and the bar counts only the work left. Rerunning a finished conversion says "already complete".
