@@ -363,10 +363,16 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
 	prev := zero
 	one := bc16(1)
+	okm := archsimd.Mask32x16FromBits(ok)
 	for _, k := range p.Pos {
 		s := roundBF16x16(a.Mul(bc16(k)))
 		keep := s.NotEqual(prev).And(s.NotEqual(sR))
 		prev = s.Merge(prev, keep)
+		// A candidate no searched lane takes (the RTN multiplier 1/7.5 is one of the g32 grid's)
+		// changes nothing: its error is not summed.
+		if keep = keep.And(okm); keep.ToBits() == 0 {
+			continue
+		}
 		e := errMul16(t, g, s, one.Div(s))
 		w := keep.And(e.Less(bestE))
 		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
