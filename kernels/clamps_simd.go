@@ -28,9 +28,11 @@ import "simd/archsimd"
 // way; TestClampSkipBounds checks the rounding above on every float32 concerned, and the edge
 // tests (clampedge_test.go) build batches on both sides of the bounds.
 //
-// On the benchmark's groups of 32 the clamp at -8 is left out of about 81% of the candidates
-// (a/s ≤ 8.5: r ≥ 0.82 of the range [0.8, 1]), of 128 of about 36%; the clamp at 7 of about 31%
-// and 14% (a/s < 7.5).
+// On the benchmark's groups of 32 the plain search leaves the clamp at -8 out of about 81% of the
+// candidates (a/s ≤ 8.5: r ≥ 0.82 of the range [0.8, 1]), of 128 of about 36%; the clamp at 7 of
+// about 31% and 14% (a/s < 7.5). The weighted search's candidates reach further (r from 0.4):
+// about 23% leave out the clamp at -8 on AVX-512. The AVX2 weighted batch leaves it out
+// (needsClampLo8); the AVX-512 one keeps both clamps, as leaving them out measured slower there.
 
 // clamps16 reports which clamps the levels level(x·inv) of the lanes of keep need, where a is
 // their groups' absolute maximum (see above): lo for the clamp at -8, hi for the one at 7.
@@ -49,4 +51,11 @@ func levelMul16(f, lo, hi archsimd.Float32x16, clampLo, clampHi bool) archsimd.F
 		f = f.Min(hi)
 	}
 	return f.RoundToEvenScaled(0)
+}
+
+// needsClampLo8 is clamps16's lo for eight lanes (AVX2: the mask is a vector, its ToBits
+// VMOVMSKPS), for the AVX2 weighted batch, which keeps the clamp at 7 (leaving it out as well
+// measured no faster).
+func needsClampLo8(a, inv archsimd.Float32x8, keep archsimd.Mask32x8) bool {
+	return keep.And(a.Mul(inv).Greater(bc(8.5))).ToBits() != 0
 }
