@@ -15,39 +15,36 @@ import (
 // and a wrong clamp only shows when it changes a choice of the search (the packing always
 // clamps), so these tests build batches at the edge: in each, one lane whose candidate needs the
 // clamp, with a group on which leaving the clamp out would change the scalar result (checked
-// with clampSkipLoops, a model of such a mistake), beside lanes that do not need it, with their
-// extreme exactly at -8.5·s (a rounding tie) and levels exactly -8.
+// with clampSkipLoops, a model of such a mistake), beside lanes that do not need it (or do not
+// try the candidate), some with their extreme exactly at -8.5·s (a rounding tie) and levels
+// exactly -8. They fail when a bound moves by 0.05% or a lane's mask bit is dropped.
 
 // The edge candidates. bf16(a·kClampLo) is 1/8.5 of a rounded either way, so a·(1/s) lies
 // either side of 8.5 with the mantissa of a. With kClampHi, just below 1/7.5, a lane either
 // repeats the RTN scale (and skips the candidate) or gets the BF16 value below it, a·(1/s) just
-// above 7.5. Each comes with a rival tried after it (a·(1/s) near 8 and 7, needing no clamp),
-// whose error can fall between the edge candidate's errors with and without the clamp.
+// above 7.5. (No lane that tries a candidate has a·(1/s) within 0.19% above 7.5: s would round
+// to the RTN scale. So no input tells a bound of 7.5 from 7.51.) Each comes with a rival tried
+// after it (a·(1/s) near 8 and 7, needing no clamp), whose error can fall between the edge
+// candidate's errors with and without the clamp.
 var (
 	kClampLo = float32(1 / 8.5)
 	kClampHi = float32(0.99609375 / 7.5)
 )
 
 // edgeParams returns the parameters of groups of g whose plain and coarse weighted candidates
-// are the edge multiplier of the clamp at -8 (or, with hi, at 7) and its rival.
-func edgeParams(t testing.TB, g int, hi bool) *Int4Params {
+// are the edge multipliers and their rivals (the fuzz targets' edge mode).
+func edgeParams(t testing.TB, g int) *Int4Params {
 	p := mustParams(t, g, SearchMSE, false)
-	p.Pos = []float32{kClampLo, 1.0 / 8}
-	if hi {
-		p.Pos = []float32{kClampHi, 1.0 / 7}
-	}
-	p.WPos = p.Pos
-	p.posPad = nil // the vector candidate generation wants NewInt4Params's grid
+	withEdgeCandidates(p)
 	return p
 }
 
-// withEdgeCandidates puts the edge multipliers and their rivals before p's plain and coarse
-// weighted candidates.
+// withEdgeCandidates makes the edge multipliers and their rivals p's plain and coarse weighted
+// candidates.
 func withEdgeCandidates(p *Int4Params) {
-	edge := []float32{kClampLo, 1.0 / 8, kClampHi, 1.0 / 7}
-	p.Pos = append(edge, p.Pos...)
-	p.WPos = append(edge[:len(edge):len(edge)], p.WPos...)
-	p.posPad = nil
+	p.Pos = []float32{kClampLo, 1.0 / 8, kClampHi, 1.0 / 7}
+	p.WPos = p.Pos
+	p.posPad = nil // the vector candidate generation wants NewInt4Params's grid
 }
 
 // levelSkip is level leaving out the clamp at -8 unless lo and the one at 7 unless hi; the
@@ -128,7 +125,7 @@ func TestClampSkipModel(t *testing.T) {
 	for trial := range 400 {
 		g := []int{8, 32, 64, 128}[r.IntN(4)]
 		k := edgeKind(r.IntN(int(edgeKinds)))
-		p := edgeParams(t, g, k >= hiSkip)
+		p := edgeParams(t, g)
 		var x []float32
 		if trial%2 == 0 {
 			x, _ = edgeGroup(r, g, k, nil, p)
@@ -248,7 +245,7 @@ func sensitive(x, w []float32, p *Int4Params, loTop float32) bool {
 	return sameSlab(quantSlabWeighted(x, 1, len(x), p, w), want) != ""
 }
 
-// edgeSlab returns nb batches of sixteen groups of g for the parameters edgeParams(g, hi) (column
+// edgeSlab returns nb batches of sixteen groups of g for the parameters edgeParams(g) (column
 // weights d when non-nil, one row): batch b has a group of kind loNeeds (hiNeeds) in lane b%16
 // and groups of kind loSafe (hiSkip) in the others, so that only that lane needs the clamp for
 // the edge candidate.
@@ -299,7 +296,7 @@ func TestSIMDBatchSearchClampEdges(t *testing.T) {
 	r := rand.New(rand.NewPCG(63, 64))
 	for _, g := range []int{32, 64, 128} {
 		for _, hi := range []bool{false, true} {
-			p := edgeParams(t, g, hi)
+			p := edgeParams(t, g)
 			for _, refine := range []int{0, 3} {
 				p.Refine = refine
 				x := edgeSlab(t, r, g, 32, nil, p, hi)
@@ -313,7 +310,7 @@ func TestSIMDBatchWeightedClampEdges(t *testing.T) {
 	r := rand.New(rand.NewPCG(65, 66))
 	for _, g := range []int{32, 64, 128} {
 		for _, hi := range []bool{false, true} {
-			p := edgeParams(t, g, hi)
+			p := edgeParams(t, g)
 			const nb = 32
 			// Column weights: most groups unequal (the coarse and fine candidates), some all
 			// equal (the plain ones).
@@ -348,7 +345,7 @@ func TestSIMDBatchWeightedClampEdges(t *testing.T) {
 // edgeSeed returns an edge slab's bytes for the fuzz targets' corpus.
 func edgeSeed(t testing.TB, g int, hi bool) []byte {
 	r := rand.New(rand.NewPCG(67, 68))
-	x := edgeSlab(t, r, g, 2, nil, edgeParams(t, g, hi), hi)
+	x := edgeSlab(t, r, g, 2, nil, edgeParams(t, g), hi)
 	b := make([]byte, 0, 4*len(x))
 	for _, v := range x {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))

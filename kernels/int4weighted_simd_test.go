@@ -181,9 +181,9 @@ func FuzzSIMDWeighted(f *testing.F) {
 	f.Add(seed, wseed, uint16(0))
 	f.Add(seed, wseed, uint16(0x1ff))
 	f.Add(seed, []byte{0, 0, 0x80, 0x3f}, uint16(3<<2))
-	f.Add(edgeSeed(f, 32, false), wseed, uint16(1<<15|3<<9|2))
+	f.Add(edgeSeed(f, 32, false), wseed, uint16(1<<15|3<<9|1<<7))
 	f.Add(edgeSeed(f, 32, true), wseed, uint16(1<<15|1<<7|5<<2))
-	f.Add(edgeSeed(f, 128, false), wseed, uint16(1<<15|2))
+	f.Add(edgeSeed(f, 128, false), wseed, uint16(1<<15|1<<7|2))
 	f.Fuzz(func(t *testing.T, data, wdata []byte, mode uint16) {
 		g := []int{32, 64, 128, 32}[mode&3]
 		n := len(data) / 4 / g * g
