@@ -136,7 +136,8 @@ func searchBatchWeighted8(res *batchResult, t, tw []float32, g int, p *Int4Param
 	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
 	// strictly smaller; it returns those lanes.
 	try := func(s archsimd.Float32x8, keep archsimd.Mask32x8) archsimd.Mask32x8 {
-		e := wErr8(t, tw, s, one.Div(s))
+		inv := one.Div(s)
+		e := wErr8(t, tw, s, inv, needsClampLo8(a, inv, keep))
 		w := keep.And(e.Less(bestE))
 		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
 		mul = mul.Or(w)
@@ -228,18 +229,23 @@ func refine8(n int, act, mul archsimd.Mask32x8, best, bestE, sxq, sqq archsimd.F
 }
 
 // wErr8 is wSums' weighted error alone for each lane's group with scale s and reciprocal inv,
-// the eight spec accumulators summed four at a time as wErr16 sums them.
-func wErr8(t, tw []float32, s, inv archsimd.Float32x8) archsimd.Float32x8 {
+// the eight spec accumulators summed four at a time as wErr16 sums them, without the clamp at -8
+// unless clampLo (needsClampLo8).
+func wErr8(t, tw []float32, s, inv archsimd.Float32x8, clampLo bool) archsimd.Float32x8 {
 	lo, hi := bc(-8), bc(7)
-	return wErrHalf8(t, tw, 0, s, inv, lo, hi).Add(wErrHalf8(t, tw, 4, s, inv, lo, hi))
+	return wErrHalf8(t, tw, 0, s, inv, lo, hi, clampLo).Add(wErrHalf8(t, tw, 4, s, inv, lo, hi, clampLo))
 }
 
 // wErrHalf8 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr8's accumulators, o = off.
-func wErrHalf8(t, tw []float32, off int, s, inv, lo, hi archsimd.Float32x8) archsimd.Float32x8 {
+func wErrHalf8(t, tw []float32, off int, s, inv, lo, hi archsimd.Float32x8, clampLo bool) archsimd.Float32x8 {
 	var e0, e1, e2, e3 archsimd.Float32x8
 	// term is one row's w·(x−q·s)².
 	term := func(v, w archsimd.Float32x8) archsimd.Float32x8 {
-		return w.Mul(sq8(v, v.Mul(inv).Max(lo).Min(hi).RoundToEven(), s))
+		f := v.Mul(inv)
+		if clampLo {
+			f = f.Max(lo)
+		}
+		return w.Mul(sq8(v, f.Min(hi).RoundToEven(), s))
 	}
 	x, y := t[avx2Groups*off:], tw[avx2Groups*off:]
 	y = y[:len(x)]

@@ -167,7 +167,8 @@ func TestSIMDBatchWeighted(t *testing.T) {
 // FuzzSIMDWeighted compares the weighted quantizer of every SIMD loop set (AVX2's batches of
 // eight groups, AVX-512's of sixteen) with the scalar loops on fuzzer-chosen values (any bits,
 // NaN and ±Inf included) and weights; mode picks the group size (32, 64 or 128), the groups per
-// row, uniform or zeroed weights and the refinements.
+// row, uniform or zeroed weights, the refinements (bits 9-13) and the candidates at the bounds
+// where the batches leave a clamp out (bit 15, withEdgeCandidates).
 func FuzzSIMDWeighted(f *testing.F) {
 	seed := make([]byte, 4*32*16)
 	for i := range 32 * 16 {
@@ -180,6 +181,9 @@ func FuzzSIMDWeighted(f *testing.F) {
 	f.Add(seed, wseed, uint16(0))
 	f.Add(seed, wseed, uint16(0x1ff))
 	f.Add(seed, []byte{0, 0, 0x80, 0x3f}, uint16(3<<2))
+	f.Add(edgeSeed(f, 32, false), wseed, uint16(1<<15|3<<9|1<<7))
+	f.Add(edgeSeed(f, 32, true), wseed, uint16(1<<15|1<<7|5<<2))
+	f.Add(edgeSeed(f, 128, false), wseed, uint16(1<<15|1<<7|2))
 	f.Fuzz(func(t *testing.T, data, wdata []byte, mode uint16) {
 		g := []int{32, 64, 128, 32}[mode&3]
 		n := len(data) / 4 / g * g
@@ -213,7 +217,10 @@ func FuzzSIMDWeighted(f *testing.F) {
 			}
 		}
 		p := mustParams(t, g, SearchMSE, false)
-		p.Refine = int(mode >> 9 % 5)
+		p.Refine = int(mode >> 9 & 31 % 5)
+		if mode&(1<<15) != 0 {
+			withEdgeCandidates(p)
+		}
 		prev := lp
 		defer func() { lp = prev }()
 		lp = &scalarLoops

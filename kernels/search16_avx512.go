@@ -275,23 +275,27 @@ func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32
 	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
 }
 
-// errMul16 is errMul of each lane's group with its scale s and reciprocal inv. The eight
-// accumulators are summed four at a time (rows j%8 < 4, then the others), which keeps them,
-// the constants and the temporaries in registers; the sum is the same ((a0+a1)+(a2+a3)) +
-// ((a4+a5)+(a6+a7)).
-func errMul16(t []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
-	return errMulHalf16(t, g, 0, s, inv).Add(errMulHalf16(t, g, 4, s, inv))
+// errMul16 is errMul of each lane's group with its scale s and reciprocal inv, leaving out the
+// clamps at -8 and 7 unless clampLo and clampHi ask for them (clamps16). The eight accumulators
+// are summed four at a time (rows j%8 < 4, then the others), which keeps them, the constants and
+// the temporaries in registers; the sum is the same ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)).
+func errMul16(t []float32, g int, s, inv archsimd.Float32x16, clampLo, clampHi bool) archsimd.Float32x16 {
+	lo, hi := bc16(-8), bc16(7)
+	return errMulHalf16(t, g, 0, s, inv, lo, hi, clampLo, clampHi).Add(errMulHalf16(t, g, 4, s, inv, lo, hi, clampLo, clampHi))
 }
 
 // errMulHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of errMul16's accumulators, o = off.
-func errMulHalf16(t []float32, g, off int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
+func errMulHalf16(t []float32, g, off int, s, inv, lo, hi archsimd.Float32x16, clampLo, clampHi bool) archsimd.Float32x16 {
 	var e0, e1, e2, e3 archsimd.Float32x16
+	term := func(v archsimd.Float32x16) archsimd.Float32x16 {
+		return sq16(v, levelMul16(v.Mul(inv), lo, hi, clampLo, clampHi), s)
+	}
 	for j := off; j < g; j += 8 {
 		v0, v1, v2, v3 := rows4(t, j)
-		e0 = e0.Add(sq16(v0, level16(v0.Mul(inv)), s))
-		e1 = e1.Add(sq16(v1, level16(v1.Mul(inv)), s))
-		e2 = e2.Add(sq16(v2, level16(v2.Mul(inv)), s))
-		e3 = e3.Add(sq16(v3, level16(v3.Mul(inv)), s))
+		e0 = e0.Add(term(v0))
+		e1 = e1.Add(term(v1))
+		e2 = e2.Add(term(v2))
+		e3 = e3.Add(term(v3))
 	}
 	return e0.Add(e1).Add(e2.Add(e3))
 }
@@ -363,11 +367,19 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
 	prev := zero
 	one := bc16(1)
+	okm := archsimd.Mask32x16FromBits(ok)
 	for _, k := range p.Pos {
 		s := roundBF16x16(a.Mul(bc16(k)))
 		keep := s.NotEqual(prev).And(s.NotEqual(sR))
 		prev = s.Merge(prev, keep)
-		e := errMul16(t, g, s, one.Div(s))
+		// A candidate no searched lane takes (the RTN multiplier 1/7.5 is one of the g32 grid's)
+		// changes nothing: its error is not summed.
+		if keep = keep.And(okm); keep.ToBits() == 0 {
+			continue
+		}
+		inv := one.Div(s)
+		clampLo, clampHi := clamps16(a, inv, keep)
+		e := errMul16(t, g, s, inv, clampLo, clampHi)
 		w := keep.And(e.Less(bestE))
 		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
 		mul |= w.ToBits()

@@ -83,8 +83,9 @@ func TestSIMDBatchSearch(t *testing.T) {
 // groups at a time on AVX2, sixteen on AVX-512) with the scalar loops on fuzzer-chosen bits, NaN
 // and ±Inf included, in slabs of groups of 32, 64 or 128 (whole batches and a tail of single
 // groups), for both searches, signed scales (which the batches leave to the per-group loops)
-// and refinement counts 0 to 4. mode: bits 0-1 the group size, bit 2 MSE, bit 3 signed, bits 4-6
-// the refinements.
+// and refinement counts 0 to 4, with the candidates at the bounds where the batches leave a
+// clamp out (withEdgeCandidates) in some runs. mode: bits 0-1 the group size, bit 2 MSE, bit 3
+// signed, bits 4-6 the refinements, bit 7 the edge candidates.
 func FuzzSIMDBatchSearch(f *testing.F) {
 	seed := make([]byte, 4*128*17) // 68 groups of 32, 34 of 64, 17 of 128: batches and a tail
 	for i := range len(seed) / 4 {
@@ -95,6 +96,9 @@ func FuzzSIMDBatchSearch(f *testing.F) {
 	f.Add(seed, uint8(2<<4|1<<2|2))
 	f.Add(seed, uint8(3<<4|1<<3|1<<2))
 	f.Add(seed[:4*32*16], uint8(0))
+	f.Add(edgeSeed(f, 32, false), uint8(1<<7|3<<4|1<<2))
+	f.Add(edgeSeed(f, 64, true), uint8(1<<7|1<<2|1))
+	f.Add(edgeSeed(f, 128, false), uint8(1<<7|1<<2|2))
 	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
 		g := []int{32, 64, 128, 32}[mode&3]
 		n := len(data) / 4 / g * g
@@ -106,7 +110,10 @@ func FuzzSIMDBatchSearch(f *testing.F) {
 			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		}
 		p := mustParams(t, g, Search(mode>>2&1), mode&8 != 0)
-		p.Refine = int(mode >> 4 % 5)
+		p.Refine = int(mode >> 4 & 7 % 5)
+		if mode&(1<<7) != 0 {
+			withEdgeCandidates(p)
+		}
 		prev := lp
 		defer func() { lp = prev }()
 		lp = &scalarLoops
