@@ -30,6 +30,9 @@
 // FuzzSIMDBatchSearch). The activation-weighted search runs sixteen groups at once the same
 // way, each lane with its group's column weights and candidate sequence (int4weighted_avx512.go;
 // TestSIMDBatchWeighted, FuzzSIMDWeighted), and eight at once on AVX2 (int4weighted_avx2.go).
+// A batch leaves the clamp of levels at -8 (or 7) out of a candidate's error only where no lane
+// trying the candidate can need it; rounding gives the clamped level there anyway
+// (clamps_simd.go, TestClampSkipBounds, clampedge_test.go).
 // RTN needs no search, so its batches keep the groups in their natural layout: sixteen on
 // AVX-512, two groups per vector (rtn16_avx512.go), eight on AVX2, one per vector
 // (rtn8_avx2.go; TestSIMDRTNBatchTies, TestSIMDRTNBatchSubnormalScales, FuzzSIMDRTNBatch). The
