@@ -26,6 +26,7 @@ func init() { commands = append(commands, newConvertCmd) }
 type convertOptions struct {
 	out           string
 	workers       int
+	readers       int
 	maxMemory     int64
 	prefillMode   string
 	resume, force bool
@@ -58,7 +59,7 @@ the same command (or --resume) after a crash, kill -9 or Ctrl-C keeps every fini
 ends byte-identical to an uninterrupted run; it says how many shards it keeps ("resuming: 12 of
 91 decode shards and 40 of 142 prefill shards already done (verified)": size and CRC-32C checked)
 and the bar counts only the work left. Rerunning a finished conversion says "already complete".
-The same input gives byte-identical output for any --workers.
+The same input gives byte-identical output for any --workers and --readers.
 
 The summary shows, per output, role and scheme, the mean over the tensors of each tensor's SQNR
 in dB (the statistic of pdq report and pdq verify), the lowest, the rtn baseline's mean and the
@@ -85,6 +86,7 @@ every finished shard with its time.
 	fl := cmd.Flags()
 	fl.StringVar(&o.out, "out", "", "output directory (gets prefill/, decode/ and report.json)")
 	fl.IntVar(&o.workers, "workers", 0, "compute workers (default: number of CPUs); the output does not depend on it")
+	fl.IntVar(&o.readers, "readers", 0, fmt.Sprintf("goroutines reading SRC, each slab once (default: one per %d workers; one reads about 5 GB/s from the page cache); the output does not depend on it", convert.WorkersPerReader))
 	o.maxMemory = convert.DefaultMaxMemory
 	fl.Var(bytesValue{&o.maxMemory}, "max-memory", "tensor bytes in flight; peak memory stays near this plus about 256 MiB")
 	fl.StringVar(&o.prefillMode, "prefill-mode", "copy", "FP8 sources: copy the shards into prefill/, or link them (hard links when on the same filesystem, else copy)")
@@ -124,7 +126,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		}
 	}
 	ro := convert.RunOptions{
-		Workers: o.workers, MaxMemory: o.maxMemory, PrefillMode: convert.PrefillMode(o.prefillMode), Existing: o.existing(),
+		Workers: o.workers, Readers: o.readers, MaxMemory: o.maxMemory, PrefillMode: convert.PrefillMode(o.prefillMode), Existing: o.existing(),
 		Backend: backend, Device: device, Tool: "pdq " + version, Part: part,
 	}
 	talk := !o.quiet

@@ -27,12 +27,13 @@ func TestSourceReadOnce(t *testing.T) {
 		name    string
 		only    convert.OutputKind
 		workers int
-	}{{"both", "", 1}, {"both", "", 3}, {"prefill", convert.KindPrefill, 2}} {
+		readers int
+	}{{"both", "", 1, 0}, {"both", "", 3, 0}, {"prefill", convert.KindPrefill, 2, 0}, {"both, 3 readers", "", 2, 3}} {
 		o := copyOptions
 		o.Only = c.only
 		p := plan(t, src, o)
 		out := filepath.Join(t.TempDir(), "out")
-		if _, err := runPlan(p, out, convert.RunOptions{Workers: c.workers}); err != nil {
+		if _, err := runPlan(p, out, convert.RunOptions{Workers: c.workers, Readers: c.readers}); err != nil {
 			t.Fatalf("%s, %d workers: %v", c.name, c.workers, err)
 		}
 		var size int64

@@ -9,7 +9,7 @@ import (
 )
 
 // TestDeterministic: every output file and report.json are byte-identical whatever the number
-// of workers and the memory budget (a 1 MiB budget runs one slab at a time).
+// of workers and readers and the memory budget (a 1 MiB budget runs one slab at a time).
 func TestDeterministic(t *testing.T) {
 	o := convert.Options{GroupSize: 32, MaxShardSize: 1 << 20}
 	for _, tc := range []struct {
@@ -17,8 +17,8 @@ func TestDeterministic(t *testing.T) {
 		src  func(testing.TB) string
 		runs []convert.RunOptions
 	}{
-		{"glm4-bf16", glm4Source, []convert.RunOptions{{Workers: 1}, {Workers: 8}, {Workers: 8, MaxMemory: 1 << 20}}},
-		{"deepseek-fp8", deepseekSource, []convert.RunOptions{{Workers: 1}, {Workers: 8, MaxMemory: 1 << 20}}},
+		{"glm4-bf16", glm4Source, []convert.RunOptions{{Workers: 1}, {Workers: 8}, {Workers: 8, MaxMemory: 1 << 20}, {Workers: 2, Readers: 3}}},
+		{"deepseek-fp8", deepseekSource, []convert.RunOptions{{Workers: 1}, {Workers: 8, MaxMemory: 1 << 20}, {Workers: 2, Readers: 4}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.src(t)
@@ -38,8 +38,12 @@ func TestDeterministic(t *testing.T) {
 }
 
 func describeRun(ro convert.RunOptions) string {
-	if ro.MaxMemory > 0 {
-		return fmt.Sprintf("workers %d, max memory %d", ro.Workers, ro.MaxMemory)
+	d := fmt.Sprintf("workers %d", ro.Workers)
+	if ro.Readers > 0 {
+		d += fmt.Sprintf(", readers %d", ro.Readers)
 	}
-	return fmt.Sprintf("workers %d", ro.Workers)
+	if ro.MaxMemory > 0 {
+		d += fmt.Sprintf(", max memory %d", ro.MaxMemory)
+	}
+	return d
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -147,6 +148,40 @@ func TestSourceChanged(t *testing.T) {
 			}
 			if err != nil && !strings.Contains(err.Error(), filepath.Base(path)) {
 				t.Errorf("error does not name the shard %s: %v", filepath.Base(path), err)
+			}
+			checkUnfinished(t, out)
+			checkNoPartial(t, out)
+		})
+	}
+}
+
+// TestSourceTruncatedDuringRun: the last shard is cut short after the run has started: reading
+// it fails, every reader stops, the run returns the error naming the shard, and nothing looks
+// finished; with one reader and with several.
+func TestSourceTruncatedDuringRun(t *testing.T) {
+	for _, readers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("readers=%d", readers), func(t *testing.T) {
+			src := copyDir(t, deepseekSource(t))
+			p := plan(t, src, smallOptions)
+			last := p.Source.Shards[len(p.Source.Shards)-1]
+			var once sync.Once
+			var cutErr error
+			ro := convert.RunOptions{Workers: 2, Readers: readers, MaxMemory: 1 << 20, Progress: func(int64, int64, string) {
+				once.Do(func() { cutErr = os.Truncate(last.Path, last.Size/2) })
+			}}
+			out := filepath.Join(t.TempDir(), "out")
+			_, err := runPlan(p, out, ro)
+			if cutErr != nil {
+				t.Fatal(cutErr)
+			}
+			if err == nil {
+				t.Fatal("conversion of a truncated source succeeded")
+			}
+			if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, convert.ErrSourceChanged) {
+				t.Errorf("got %v, want a short read or ErrSourceChanged", err)
+			}
+			if !strings.Contains(err.Error(), last.Name) {
+				t.Errorf("error does not name the shard %s: %v", last.Name, err)
 			}
 			checkUnfinished(t, out)
 			checkNoPartial(t, out)
