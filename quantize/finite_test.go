@@ -44,8 +44,8 @@ func checkRaw(t testing.TB, src []byte, dt safetensors.DType) {
 }
 
 // TestFirstNonFiniteRawEveryPattern puts every bit pattern of the narrow dtypes (every one of the
-// 65536 BF16 and F16 values, the 256 FP8 codes) at every kind of position (inside a block of four
-// words, in the word loop, in the tail) among finite values, and special F32/F64 patterns too.
+// 65536 BF16 and F16 values, the 256 FP8 codes) at every kind of position (inside a block of eight
+// words, in the word loop, in the tail) among finite values, and special F32 patterns too.
 func TestFirstNonFiniteRawEveryPattern(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, d := range finiteDTypes {

@@ -59,13 +59,14 @@ func Create(path string, layout *Layout) (*Writer, error) {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	w := newWriter(path, temp, layout, f)
-	if _, err := f.WriteAt(layout.Prefix, 0); err == nil {
+	_, err = f.WriteAt(layout.Prefix, 0)
+	if err == nil {
 		err = fsutil.Preallocate(f, layout.FileSize)
 	}
-	if err != nil {
+	if err != nil { // both name the file
 		f.Close()
 		os.Remove(temp)
-		return nil, fmt.Errorf("safetensors: %s: %w", temp, err)
+		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	return w, nil
 }

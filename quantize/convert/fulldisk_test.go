@@ -56,6 +56,9 @@ func TestFullDisk(t *testing.T) {
 	if !strings.Contains(err.Error(), fs) && !strings.Contains(err.Error(), ".safetensors") {
 		t.Errorf("error does not name the file: %v", err)
 	}
+	if !strings.Contains(err.Error(), "preallocate") {
+		t.Errorf("the disk filled up during a write, not when a shard was created and preallocated: %v", err)
+	}
 	t.Logf("full disk: %v", err)
 	checkUnfinished(t, out)
 	filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {

@@ -109,14 +109,14 @@ func (r *runner) convert(ctx context.Context) error {
 
 // read is the reader: it reads slabs in file order within the memory budget and hands each to a
 // worker and, when its shard is copied to prefill/, to the copier cp. With RunOptions.Readers
-// above one, that many goroutines take the slabs in turn (still in file order, each once): one
-// reader moves about 5.5 GB/s from the page cache here (BenchmarkReader), fewer than many cores
-// quantize.
+// above one, that many goroutines take the slabs in turn, each once, and their memory budget in
+// file order; the reads themselves overlap. One reader moves about 5.5 GB/s from the page cache
+// here (BenchmarkReader), less than many cores quantize.
 func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab, cp *copier) error {
 	readers := min(r.ro.Readers, len(slabs))
 	if readers <= 1 {
 		for _, s := range slabs {
-			if err := r.readSlab(ctx, s, work, cp); err != nil {
+			if err := r.readSlab(ctx, s, -1, work, cp); err != nil {
 				return err
 			}
 		}
@@ -133,7 +133,7 @@ func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab, cp 
 	for range readers {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(slabs)); i = next.Add(1) - 1 {
-				if err := r.readSlab(ctx, slabs[i], work, cp); err != nil {
+				if err := r.readSlab(ctx, slabs[i], i, work, cp); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
@@ -149,8 +149,9 @@ func (r *runner) read(ctx context.Context, slabs []*slab, work chan<- *slab, cp 
 	return first
 }
 
-// readSlab reads slab s within the memory budget and hands it on (see read).
-func (r *runner) readSlab(ctx context.Context, s *slab, work chan<- *slab, cp *copier) error {
+// readSlab reads slab s within the memory budget, taken at turn (see budget.acquireTurn), and
+// hands it on (see read).
+func (r *runner) readSlab(ctx context.Context, s *slab, turn int64, work chan<- *slab, cp *copier) error {
 	src := r.plan.Source
 	m := r.plan.Modules[s.mi]
 	s.cost = s.wLen + s.sLen
@@ -158,7 +159,7 @@ func (r *runner) readSlab(ctx context.Context, s *slab, work chan<- *slab, cp *c
 		elems := int64(s.r1-s.r0) * int64(max(m.Cols, 1))
 		s.cost = 2*s.wLen + 16*elems + gptqWorkBytes(m)
 	}
-	if err := r.budget.acquire(ctx, s.cost); err != nil {
+	if err := r.budget.acquireTurn(ctx, s.cost, turn); err != nil {
 		return err
 	}
 	// Aligned like its place in the file, so that the copier's write of it can bypass the
@@ -291,6 +292,7 @@ type budget struct {
 	cond  *sync.Cond
 	limit int64
 	used  int64
+	turn  int64 // the next turn acquireTurn serves
 }
 
 func newBudget(limit int64) *budget {
@@ -300,7 +302,12 @@ func newBudget(limit int64) *budget {
 }
 
 // acquire waits until n bytes fit (a single request larger than the limit runs alone).
-func (b *budget) acquire(ctx context.Context, n int64) error {
+func (b *budget) acquire(ctx context.Context, n int64) error { return b.acquireTurn(ctx, n, -1) }
+
+// acquireTurn is acquire for the request of turn turn (0, 1, 2, ...; -1: none), which is served
+// only after those of every earlier turn: several readers then take the budget in slab order, as
+// one reader does, so a large slab waiting for room is not overtaken by the small ones after it.
+func (b *budget) acquireTurn(ctx context.Context, n, turn int64) error {
 	stop := context.AfterFunc(ctx, func() {
 		b.mu.Lock()
 		b.cond.Broadcast()
@@ -309,7 +316,7 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 	defer stop()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.used > 0 && b.used+n > b.limit {
+	for turn >= 0 && b.turn != turn || b.used > 0 && b.used+n > b.limit {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -319,6 +326,10 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 		return err // nothing acquired: the caller releases nothing
 	}
 	b.used += n
+	if turn >= 0 {
+		b.turn++
+		b.cond.Broadcast()
+	}
 	return nil
 }
 

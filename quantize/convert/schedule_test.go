@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"testing"
+	"time"
 	"unsafe"
 
 	"pdq/internal/fsutil"
@@ -63,5 +64,52 @@ func TestRawBufs(t *testing.T) {
 	}
 	if p.bytes > maxIdleRawBytes {
 		t.Fatalf("%d bytes idle, more than %d", p.bytes, maxIdleRawBytes)
+	}
+}
+
+// TestBudgetTurns: a request is served only after every earlier turn's, even when it would fit
+// at once; a cancelled turn releases the ones waiting behind it with the error.
+func TestBudgetTurns(t *testing.T) {
+	b := newBudget(100)
+	ctx := context.Background()
+	served := make(chan int64, 3)
+	for _, turn := range []int64{2, 1} {
+		go func() {
+			if err := b.acquireTurn(ctx, 10, turn); err != nil {
+				t.Error(err)
+			}
+			served <- turn
+		}()
+	}
+	select {
+	case turn := <-served:
+		t.Fatalf("turn %d served before turn 0", turn)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := b.acquireTurn(ctx, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	if first, second := <-served, <-served; first != 1 || second != 2 {
+		t.Errorf("turns served as %d, %d after 0; want 1, 2", first, second)
+	}
+
+	// Turn 3 waits for room behind a full budget, turn 4 for turn 3; cancelling ends both.
+	cctx, cancel := context.WithCancel(ctx)
+	if err := b.acquireTurn(cctx, 70, -1); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for _, turn := range []int64{3, 4} {
+		go func() { errs <- b.acquireTurn(cctx, 10, turn) }()
+	}
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Error("a waiting turn was served after its context was cancelled")
+		}
+	}
+	if b.used != 100 {
+		t.Errorf("%d bytes in use, want 100 (the cancelled turns hold nothing)", b.used)
 	}
 }

@@ -21,6 +21,7 @@ type shardSet struct {
 	dir       string // the output directory (DIR/decode)
 	mu        sync.Mutex
 	writers   []*safetensors.Writer
+	opening   []chan struct{} // per shard: closed when the writer a worker is creating is there
 	remaining []int           // tensors not yet complete, per shard
 	done      []bool          // finished (this run or an earlier one)
 	kept      map[string]bool // tensors of unfinished shards kept from an earlier run
@@ -31,7 +32,7 @@ type shardSet struct {
 // dropped. Tensors j lists for an unfinished shard are checked and kept (the shard's writer is
 // then resumed); entries that fail the check are removed from j.
 func newShardSet(out *Output, dir string, j *journal, own map[string]bool) *shardSet {
-	s := &shardSet{out: out, dir: dir, writers: make([]*safetensors.Writer, len(out.Shards)),
+	s := &shardSet{out: out, dir: dir, writers: make([]*safetensors.Writer, len(out.Shards)), opening: make([]chan struct{}, len(out.Shards)),
 		remaining: make([]int, len(out.Shards)), done: make([]bool, len(out.Shards)), kept: map[string]bool{}}
 	for i, sh := range out.Shards {
 		s.remaining[i] = len(sh.Specs)
@@ -122,14 +123,32 @@ func (s *shardSet) write(name string, off int64, data []byte) error {
 		return nil
 	}
 	w := s.writers[i]
-	if w == nil {
-		var err error
-		w, err = safetensors.Create(filepath.Join(s.dir, s.out.Shards[i].FileName), s.out.Shards[i].Layout)
+	for w == nil {
+		if ch := s.opening[i]; ch != nil { // another worker is creating it
+			s.mu.Unlock()
+			<-ch
+			s.mu.Lock()
+			if w = s.writers[i]; w == nil {
+				s.mu.Unlock()
+				return fmt.Errorf("convert: %s could not be created", s.key(i))
+			}
+			break
+		}
+		// Created outside the lock: Create preallocates the whole shard, which takes a while
+		// on some file systems (tmpfs zeroes it), and writes to the other shards go on.
+		ch := make(chan struct{})
+		s.opening[i] = ch
+		s.mu.Unlock()
+		nw, err := safetensors.Create(filepath.Join(s.dir, s.out.Shards[i].FileName), s.out.Shards[i].Layout)
+		s.mu.Lock()
+		s.opening[i] = nil
+		s.writers[i] = nw // nil on error
+		close(ch)
 		if err != nil {
 			s.mu.Unlock()
 			return err
 		}
-		s.writers[i] = w
+		w = nw
 	}
 	s.mu.Unlock()
 	return w.WriteTensorAt(name, off, data)
