@@ -156,6 +156,8 @@ func TestConvertUsageExitCodes(t *testing.T) {
 	for _, args := range [][]string{
 		{"--prefill-mode", "symlink"},
 		{"--resume", "--force"},
+		{"--workers", "-1"},
+		{"--readers", "-2"},
 	} {
 		out := filepath.Join(dir, "out")
 		_, code, err := runPDQ(t, append([]string{"convert", src, "--out", out, "-q"}, args...)...)

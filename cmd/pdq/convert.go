@@ -79,6 +79,9 @@ every finished shard with its time.
 			if o.resume && o.force {
 				return usagef("convert: --resume continues DIR and --force deletes it: give one of them")
 			}
+			if o.workers < 0 || o.readers < 0 {
+				return usagef("convert: --workers and --readers count goroutines: give a positive number, or 0 for the default")
+			}
 			return runConvert(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &f, o)
 		},
 	}
