@@ -2,7 +2,5 @@ package safetensors
 
 import "pdq/internal/fsutil"
 
-// syncDir and writeFileAtomic are the shared fsutil helpers under this package's names.
-var syncDir = fsutil.SyncDir
-
+// writeFileAtomic is the shared fsutil helper under this package's name.
 func writeFileAtomic(path string, data []byte) error { return fsutil.WriteFileAtomic(path, data) }

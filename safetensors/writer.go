@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,13 +47,9 @@ func Create(path string, layout *Layout) (*Writer, error) {
 	if err := checkLayout(layout); err != nil {
 		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
 	}
-	temp := fsutil.PartialName(path)
 	// Created fresh: whatever lies under the temporary name (a crashed run's file, or a link
 	// planted there) is removed, never written through.
-	if err := os.Remove(temp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	f, err := os.OpenFile(temp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	temp, f, err := fsutil.CreatePartial(path, os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
@@ -267,14 +262,7 @@ func (w *Writer) Close() error {
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(w.temp, w.path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(w.path))
-	}
-	if err != nil {
-		os.Remove(w.temp)
+	if err = fsutil.FinishPartial(w.temp, w.path, err); err != nil {
 		if w.err == nil {
 			w.err = err
 		}

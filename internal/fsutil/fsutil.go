@@ -39,11 +39,7 @@ func WriteAtomicPerm(path string, perm os.FileMode, fill func(io.Writer) error) 
 // writeAtomicFile is the frame of the atomic writers: fill writes the fresh temporary file f,
 // which is then synced, closed, renamed to path, and the directory synced.
 func writeAtomicFile(path string, perm os.FileMode, fill func(f *os.File) error) error {
-	tmp := PartialName(path)
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	tmp, f, err := CreatePartial(path, os.O_WRONLY, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -54,6 +50,31 @@ func writeAtomicFile(path string, perm os.FileMode, fill func(f *os.File) error)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err := FinishPartial(tmp, path, err); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// CreatePartial creates the temporary file of path, PartialName(path), fresh, opened with flag
+// (os.O_WRONLY or os.O_RDWR) and permission bits perm: whatever lay under that name (a crashed
+// run's file, a link planted there) is removed first, never written through.
+func CreatePartial(path string, flag int, perm os.FileMode) (string, *os.File, error) {
+	tmp := PartialName(path)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", nil, err
+	}
+	f, err := os.OpenFile(tmp, flag|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, f, nil
+}
+
+// FinishPartial ends the temporary file tmp of path, synced and closed by the caller with the
+// outcome err: without an error it renames tmp to path and syncs the directory; on any error,
+// err's or its own, it removes tmp, leaving path untouched, and returns the error.
+func FinishPartial(tmp, path string, err error) error {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -62,9 +83,8 @@ func writeAtomicFile(path string, perm os.FileMode, fill func(f *os.File) error)
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return nil
+	return err
 }
 
 // WriteFileAtomic is WriteAtomic of data.

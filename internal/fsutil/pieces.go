@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -39,11 +38,7 @@ type PieceFile struct {
 
 // CreatePieces starts a PieceFile of size bytes at path with permission bits perm.
 func CreatePieces(path string, perm os.FileMode, size int64) (*PieceFile, error) {
-	temp := PartialName(path)
-	if err := os.Remove(temp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err // whatever lies there (a crashed run's file, a planted link) is never written through
-	}
-	f, err := os.OpenFile(temp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+	temp, f, err := CreatePartial(path, os.O_RDWR, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -176,14 +171,7 @@ func (p *PieceFile) Commit() (uint32, error) {
 		err = p.f.Sync()
 	}
 	p.closeFiles(&err)
-	if err == nil {
-		err = os.Rename(p.temp, p.path)
-	}
-	if err == nil {
-		err = SyncDir(filepath.Dir(p.path))
-	}
-	if err != nil {
-		os.Remove(p.temp)
+	if err := FinishPartial(p.temp, p.path, err); err != nil {
 		return 0, err
 	}
 	return crc, nil
