@@ -1,16 +1,11 @@
 package convert
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -25,15 +20,7 @@ import (
 //
 //	PDQ_BENCH_SOURCE=CK go test ./quantize/convert -run '^$' -bench Reader -benchtime 5x
 func BenchmarkReader(b *testing.B) {
-	src := os.Getenv("PDQ_BENCH_SOURCE")
-	if src == "" {
-		src = filepath.Join(b.TempDir(), "src")
-		o := synth.Options{Model: synth.Sized(synth.StyleDeepSeek, 256<<20, true), FP8: true, Seed: 1, MaxShardBytes: 128 << 20}
-		if err := synth.Generate(context.Background(), src, o); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ck, err := safetensors.Open(src)
+	ck, err := safetensors.Open(BenchSource(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +56,7 @@ func BenchmarkReader(b *testing.B) {
 			b.SetBytes(bytes)
 			var cpu int64
 			for b.Loop() {
-				t0 := readerCPU()
+				t0 := CPUNanos()
 				var next atomic.Int64
 				var wg sync.WaitGroup
 				for range readers {
@@ -92,18 +79,9 @@ func BenchmarkReader(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				cpu += readerCPU() - t0
+				cpu += CPUNanos() - t0
 			}
 			b.ReportMetric(float64(cpu)/float64(b.N)/float64(bytes), "cpu-ns/byte")
 		})
 	}
-}
-
-// readerCPU is the process's user+system CPU time in nanoseconds.
-func readerCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
