@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -44,8 +45,9 @@ func newConvertCmd() *cobra.Command {
 		Short: "Write the prefill (FP8) and decode (INT4) checkpoints and the error report",
 		Long: `Convert reads SRC once, in file order, and writes:
 
-  DIR/prefill/     FP8 e4m3 128x128 blocks (an FP8-block source's shards are copied bit-exact
-                   from the bytes read for the conversion, or hard-linked: --prefill-mode)
+  DIR/prefill/     FP8 e4m3 128x128 blocks (an FP8-block source's shards are copied bit-exact:
+                   cloned where DIR's file system shares blocks, XFS or btrfs with SRC on it,
+                   else written from the bytes read for the conversion; --prefill-mode)
   DIR/decode/      routed experts as group-wise INT4 in the compressed-tensors pack-quantized
                    layout, the rest BF16 (or FP8 with --decode-dense fp8); loads in vLLM and SGLang
   DIR/report.json  per-tensor RMSE, relative RMSE, SQNR, max error and cosine of every quantized
@@ -92,7 +94,7 @@ every finished shard with its time.
 	fl.IntVar(&o.readers, "readers", 0, fmt.Sprintf("goroutines reading SRC, each slab once (default: one per %d workers; one reads about 5 GB/s from the page cache); the output does not depend on it", convert.WorkersPerReader))
 	o.maxMemory = convert.DefaultMaxMemory
 	fl.Var(bytesValue{&o.maxMemory}, "max-memory", "tensor bytes in flight; peak memory stays near this plus about 256 MiB")
-	fl.StringVar(&o.prefillMode, "prefill-mode", "copy", "FP8 sources: copy the shards into prefill/, or link them (hard links when on the same filesystem, else copy)")
+	fl.StringVar(&o.prefillMode, "prefill-mode", "copy", "FP8 sources: copy the shards into prefill/ (a clone sharing SRC's blocks where the file system makes one, else written), write them (never a clone), or link them (hard links when on the same filesystem, else copy)")
 	fl.BoolVar(&o.resume, "resume", false, "continue an interrupted conversion in DIR (rerunning the same command also resumes when DIR holds its journal)")
 	fl.BoolVar(&o.force, "force", false, "start over in a non-empty DIR, deleting earlier outputs")
 	fl.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar and no summary")
@@ -143,8 +145,12 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		}
 	}
 	start := time.Now()
+	var cloned atomic.Int64
 	ro.Events.ShardDone = func(e convert.ShardEvent) {
-		slog.Debug("shard finished", "output", e.Output, "file", e.File, "bytes", e.Bytes, "elapsed", time.Since(start).Round(time.Millisecond))
+		slog.Debug("shard finished", "output", e.Output, "file", e.File, "bytes", e.Bytes, "cloned", e.Cloned, "elapsed", time.Since(start).Round(time.Millisecond))
+		if e.Cloned {
+			cloned.Add(1)
+		}
 	}
 	var bar *progressBar
 	if talk && !o.asJSON {
@@ -189,6 +195,9 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		fmt.Fprintf(w, "already complete: %s (nothing to do; pdq report %s shows the summary)\n", o.out, o.out)
 	} else if talk {
 		printReportSummary(w, rep, o.out)
+		if n := cloned.Load(); n > 0 {
+			fmt.Fprintf(w, "prefill: %d source shards cloned (their blocks shared with SRC, nothing written)\n", n)
+		}
 		writeNotes(errw, rep.Skipped, rep.Warnings)
 	}
 	return checkSQNRFloor(rep, o.failSQNRBelow)

@@ -28,6 +28,7 @@ type PieceFile struct {
 	size       int64
 	f          *os.File // the temporary file
 	d          *os.File // the same file opened for direct writes, or nil
+	cloned     bool     // the file shares its source's blocks: pieces are checksummed, not written
 
 	mu      sync.Mutex
 	refused bool // a direct write was refused: the rest go through the page cache
@@ -54,6 +55,50 @@ func CreatePieces(path string, perm os.FileMode, size int64) (*PieceFile, error)
 	return p, nil
 }
 
+// ErrNotCloned: ClonePieces could not share the source's blocks (the file system has no clones,
+// the source lies on another one, or it no longer has the size expected); the caller writes the
+// copy instead. The error wraps the system's reason.
+var ErrNotCloned = errors.New("file not cloned")
+
+// ClonePieces starts a PieceFile of size bytes at path that is a clone of the file src: the two
+// share their blocks until either is written (a reflink, as cp --reflink makes, on file systems
+// that have them), so the copy costs no writes and no space. Its pieces are then the bytes the
+// caller holds of src (read for other work): WriteAt and WriteAtSum take their checksums and
+// check that they tile the file, as for a written copy, without writing them, and Commit returns
+// the CRC-32C they combine to, the file's as long as src did not change meanwhile (a caller that
+// read src checks that, by its size and modification time). Where no clone can be made it
+// returns an error wrapping ErrNotCloned and leaves nothing behind.
+func ClonePieces(path string, perm os.FileMode, src string, size int64) (*PieceFile, error) {
+	s, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	temp, f, err := CreatePartial(path, os.O_RDWR, perm)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*PieceFile, error) {
+		f.Close()
+		os.Remove(temp)
+		return nil, err
+	}
+	if err := cloneFile(f, s); err != nil {
+		return fail(fmt.Errorf("%s: %w: %w", src, ErrNotCloned, err))
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if st.Size() != size {
+		return fail(fmt.Errorf("%s: %w: %d bytes, not %d", src, ErrNotCloned, st.Size(), size))
+	}
+	return &PieceFile{path: path, temp: temp, size: size, f: f, cloned: true}, nil
+}
+
+// Cloned reports whether the file shares its source's blocks (ClonePieces).
+func (p *PieceFile) Cloned() bool { return p.cloned }
+
 // openDirect opens the file f was created as a second time for direct writes, or returns nil
 // (the file system refuses O_DIRECT, or the name no longer leads to f's file).
 func openDirect(name string, f *os.File) *os.File {
@@ -73,8 +118,9 @@ func openDirect(name string, f *os.File) *os.File {
 // Size is the file's size.
 func (p *PieceFile) Size() int64 { return p.size }
 
-// WriteAt writes b at offset off. The range must lie inside the file and overlap nothing written
-// before (ErrPieces). The first error is kept: later calls and Commit return it.
+// WriteAt writes b at offset off (in a clone, takes its checksum only: the file holds b there
+// already). The range must lie inside the file and overlap nothing written before (ErrPieces).
+// The first error is kept: later calls and Commit return it.
 func (p *PieceFile) WriteAt(b []byte, off int64) error {
 	return p.WriteAtSum(b, off, UpdateCRC32C(0, b))
 }
@@ -101,7 +147,7 @@ func (p *PieceFile) WriteAtSum(b []byte, off int64, crc uint32) error {
 		d = nil
 	}
 	p.mu.Unlock()
-	if err != nil || n == 0 {
+	if err != nil || n == 0 || p.cloned {
 		return err
 	}
 	if err := p.write(d, b, off); err != nil {

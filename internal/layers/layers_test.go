@@ -16,8 +16,9 @@ import (
 // the same table.
 var layer = map[string]int{
 	"pdq/internal/floatcodec": 0, "pdq/internal/fsutil": 0, "pdq/internal/par": 0, "pdq/internal/layers": 0,
-	"pdq/safetensors": 1,
-	"pdq/kernels":     2, "pdq/quantize/rules": 2, "pdq/internal/synth": 2, "pdq/publish/zipnn": 2,
+	"pdq/internal/testfs": 0,
+	"pdq/safetensors":     1,
+	"pdq/kernels":         2, "pdq/quantize/rules": 2, "pdq/internal/synth": 2, "pdq/publish/zipnn": 2,
 	"pdq/publish/store": 2,
 	"pdq/quantize":      3, "pdq/quantize/qref": 3, "pdq/quantize/report": 3, "pdq/publish": 3,
 	"pdq/calib": 4, "pdq/quantize/reportview": 4,

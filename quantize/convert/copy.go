@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,21 +12,28 @@ import (
 	"pdq/safetensors"
 )
 
-// An FP8 source's shards reach prefill/ unchanged. They are copied from the bytes the reader
-// already reads for the conversion, so each source byte is read once (from the disk, and into
-// memory): the copier writes every slab the reader hands it into the copy of its shard, at the
-// slab's file offset, and then reads the few bytes no slab covers (the header, tensors no module
-// reads such as input_scale, padding). A copy is complete when the last of its slabs is written;
-// it is then checked (fsutil.PieceFile: every byte written once, the CRC-32C combined from the
-// pieces), renamed into place and journaled. With PrefillLink a shard is hard-linked first where
-// the file system allows, and copied that way where it does not.
+// An FP8 source's shards reach prefill/ unchanged. Where the output's file system clones files
+// (XFS, btrfs: the copy shares the source's blocks until either is written, as cp --reflink
+// does), each copy is a clone made when its first slab arrives, which writes nothing and takes no
+// space; elsewhere, and always with PrefillWrite, it is written. Either way it is made from the
+// bytes the reader already reads for the conversion, so each source byte is read once (from the
+// disk, and into memory): the copier hands every slab the reader gives it to the copy of its
+// shard, at the slab's file offset, and then reads the few bytes no slab covers (the header,
+// tensors no module reads such as input_scale, padding). A written copy writes them; a clone
+// takes their checksums only. A copy is complete when the last of its slabs is in; it is then
+// checked (fsutil.PieceFile: every byte covered once, the CRC-32C combined from the pieces),
+// renamed into place and journaled. A clone's checksum is that of the bytes read, which are its
+// own unless the source changed during the run, and the run fails then (checkSourceUnchanged).
+// With PrefillLink a shard is hard-linked first where the file system allows, and copied where
+// it does not.
 
 // sourceCopy is the prefill copy of one source shard this run writes.
 type sourceCopy struct {
 	shard  *safetensors.Shard
 	key    string            // journal key, "prefill/NAME"
 	path   string            // the copy's path
-	pf     *fsutil.PieceFile // created on the first piece
+	pf     *fsutil.PieceFile // created (or cloned) on the first piece
+	write  bool              // PrefillWrite: never a clone
 	pieces int               // slab pieces still to come from the reader
 	done   bool              // committed and journaled
 }
@@ -78,13 +86,13 @@ func (r *runner) newCopier(ctx context.Context) (*copier, error) {
 				return nil, err
 			}
 			if linked != nil {
-				if err := r.copyDone(key, s.Name, linked.size, linked.crc); err != nil {
+				if err := r.copyDone(key, s.Name, linked.size, linked.crc, false); err != nil {
 					return nil, err
 				}
 				continue
 			}
 		}
-		sc := &sourceCopy{shard: s, key: key, path: filepath.Join(dst, s.Name)}
+		sc := &sourceCopy{shard: s, key: key, path: filepath.Join(dst, s.Name), write: r.ro.PrefillMode == PrefillWrite}
 		c.copies[s] = sc
 		c.order = append(c.order, sc)
 	}
@@ -95,14 +103,14 @@ func (r *runner) newCopier(ctx context.Context) (*copier, error) {
 }
 
 // copyDone journals a finished copy and reports it.
-func (r *runner) copyDone(key, name string, size int64, crc uint32) error {
+func (r *runner) copyDone(key, name string, size int64, crc uint32, cloned bool) error {
 	r.jmu.Lock()
 	err := r.journal.add(r.dir, key, &finishedShard{Size: size, CRC32C: &crc})
 	r.jmu.Unlock()
 	if err != nil {
 		return err
 	}
-	r.ro.Events.shardDone(KindPrefill, name, size)
+	r.ro.Events.shardDone(KindPrefill, name, size, cloned)
 	return nil
 }
 
@@ -185,10 +193,23 @@ func (c *copier) put(ctx context.Context, t *safetensors.Tensor, off int64, b []
 	return nil
 }
 
-// open creates the temporary file of the copy on its first piece.
+// open creates the temporary file of the copy on its first piece: a clone of the source shard
+// where the file system makes one, else a file to write.
 func (sc *sourceCopy) open() error {
 	if sc.pf != nil {
 		return nil
+	}
+	if !sc.write {
+		pf, err := fsutil.ClonePieces(sc.path, 0o644, sc.shard.Path, sc.shard.Size)
+		if err == nil {
+			slog.Debug("prefill copy is a clone", "shard", sc.shard.Name)
+			sc.pf = pf
+			return nil
+		}
+		if !errors.Is(err, fsutil.ErrNotCloned) {
+			return fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
+		}
+		slog.Debug("prefill copy written, not cloned", "shard", sc.shard.Name, "reason", err)
 	}
 	pf, err := fsutil.CreatePieces(sc.path, 0o644, sc.shard.Size)
 	if err != nil {
@@ -225,7 +246,7 @@ func (c *copier) finish(ctx context.Context, sc *sourceCopy) error {
 		return fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
 	}
 	sc.done = true
-	return c.r.copyDone(sc.key, sc.shard.Name, sc.shard.Size, crc)
+	return c.r.copyDone(sc.key, sc.shard.Name, sc.shard.Size, crc, sc.pf.Cloned())
 }
 
 // abort removes the temporary files of the copies not finished.

@@ -32,6 +32,7 @@ type ShardEvent struct {
 	Output string // "prefill" or "decode"
 	File   string // the shard's file name inside the output directory
 	Bytes  int64
+	Cloned bool // a prefill shard that shares its blocks with the source's (nothing written)
 }
 
 // resumed reports the shards of plan p that journal j (already verified) holds, counting only
@@ -72,8 +73,8 @@ func (e Events) resumed(p *Plan, j *journal, own map[string]bool) {
 	e.Resumed(ri)
 }
 
-func (e Events) shardDone(output OutputKind, file string, bytes int64) {
+func (e Events) shardDone(output OutputKind, file string, bytes int64, cloned bool) {
 	if e.ShardDone != nil {
-		e.ShardDone(ShardEvent{Output: string(output), File: file, Bytes: bytes})
+		e.ShardDone(ShardEvent{Output: string(output), File: file, Bytes: bytes, Cloned: cloned})
 	}
 }

@@ -3,29 +3,14 @@ package convert_test
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"pdq/internal/testfs"
 	"pdq/quantize/convert"
 )
-
-// mountSmallFS mounts a tmpfs of the given size for the test, or skips when this process may not
-// mount (it needs root, as CI has).
-func mountSmallFS(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "small")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	return dir
-}
 
 // TestFullDisk runs out of space in the middle of a conversion: the error names the file, no
 // temporary file stays behind, nothing looks finished; after space is freed, the same run resumes
@@ -42,7 +27,7 @@ func TestFullDisk(t *testing.T) {
 		total += int64(len(b))
 	}
 
-	fs := mountSmallFS(t, "16m")
+	fs := testfs.Tmpfs(t, "16m")
 	// Leave about half of what the conversion needs.
 	ballast := filepath.Join(fs, "ballast")
 	if err := os.WriteFile(ballast, make([]byte, 16<<20-total/2), 0o644); err != nil {

@@ -83,7 +83,7 @@ func (r *runner) journalShard(set *shardSet, i int, crc uint32) error {
 	if err := r.journal.add(r.dir, key, fs); err != nil {
 		return err
 	}
-	r.ro.Events.shardDone(set.out.Kind, set.out.Shards[i].FileName, size)
+	r.ro.Events.shardDone(set.out.Kind, set.out.Shards[i].FileName, size, false)
 	return nil
 }
 

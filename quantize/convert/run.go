@@ -36,8 +36,9 @@ type PrefillMode string
 
 // The prefill modes.
 const (
-	PrefillCopy PrefillMode = "copy" // copied from the bytes the conversion reads, checksummed as they pass
-	PrefillLink PrefillMode = "link" // hard-linked when on the same filesystem, else copied
+	PrefillCopy  PrefillMode = "copy"  // cloned where the file system can (blocks shared), else written as PrefillWrite
+	PrefillWrite PrefillMode = "write" // written from the bytes the conversion reads, checksummed as they pass
+	PrefillLink  PrefillMode = "link"  // hard-linked when on the same filesystem, else copied
 )
 
 // RunOptions control how a plan is executed (not what it produces).
@@ -45,7 +46,7 @@ type RunOptions struct {
 	Workers     int             // compute workers; <= 0 means GOMAXPROCS
 	Readers     int             // goroutines reading the source; <= 0: one per WorkersPerReader workers
 	MaxMemory   int64           // bytes of tensor data in flight (default 4 GiB)
-	PrefillMode PrefillMode     // PrefillCopy (default) or PrefillLink: how an FP8 source's shards reach prefill/
+	PrefillMode PrefillMode     // PrefillCopy (default), PrefillWrite or PrefillLink: how an FP8 source's shards reach prefill/
 	Existing    Existing        // what to do with a non-empty output directory
 	Backend     kernels.Backend // nil: the CPU backend
 	Device      string          // recorded in the report ("cpu", or the GPU name)
@@ -183,8 +184,8 @@ func (ro *RunOptions) defaults() error {
 	if ro.PrefillMode == "" {
 		ro.PrefillMode = PrefillCopy
 	}
-	if ro.PrefillMode != PrefillCopy && ro.PrefillMode != PrefillLink {
-		return fmt.Errorf("%w: prefill mode %q (want copy or link)", ErrBadOptions, ro.PrefillMode)
+	if ro.PrefillMode != PrefillCopy && ro.PrefillMode != PrefillWrite && ro.PrefillMode != PrefillLink {
+		return fmt.Errorf("%w: prefill mode %q (want copy, write or link)", ErrBadOptions, ro.PrefillMode)
 	}
 	if ro.Tool == "" {
 		ro.Tool = "pdq"
