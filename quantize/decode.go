@@ -25,11 +25,16 @@ func DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
 	return DecodeFloat32(dst, src, dt)
 }
 
-// DecodeFloat32 is safetensors.DecodeFloat32 with BF16, the dtype checkpoints hold most, decoded
-// in vectors (kernels.DecodeBF16, the same bits).
+// DecodeFloat32 is safetensors.DecodeFloat32 with BF16 and F16, the dtypes dense checkpoints
+// hold, decoded in vectors (kernels.DecodeBF16 and kernels.DecodeF16, the same bits).
 func DecodeFloat32(dst []float32, src []byte, dt safetensors.DType) error {
-	if dt == safetensors.BF16 && len(src) == 2*len(dst) {
+	switch {
+	case len(src) != 2*len(dst):
+	case dt == safetensors.BF16:
 		kernels.DecodeBF16(dst, src)
+		return nil
+	case dt == safetensors.F16:
+		kernels.DecodeF16(dst, src)
 		return nil
 	}
 	return safetensors.DecodeFloat32(dst, src, dt)

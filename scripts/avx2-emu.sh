@@ -26,6 +26,6 @@ run() {
 	shift 2
 	(cd "$pkg" && PDQ_WANT_SIMD=avx2 qemu-x86_64 -cpu EPYC-Rome "$bin" -test.count=1 "$@" 2>&1) | grep -v '^qemu-x86_64: warning: TCG'
 }
-run kernels "$PWD/$dir/kernels.test" -test.short -test.run 'SIMDSelected|Golden|SIMD|Fused|NonFinite|BF16|E4M3'
+run kernels "$PWD/$dir/kernels.test" -test.short -test.run 'SIMDSelected|Golden|SIMD|Fused|NonFinite|BF16|F16|E4M3'
 run quantize/convert "$PWD/$dir/convert.test" -test.run 'Golden'
 echo "avx2-emu.sh: AVX2-only CPU (qemu EPYC-Rome): kernels and golden outputs pass"

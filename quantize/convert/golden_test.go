@@ -22,7 +22,7 @@ import (
 // that says why.
 func TestGoldenOutputs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("converts four checkpoints")
+		t.Skip("converts five checkpoints")
 	}
 	for _, tc := range []struct {
 		name          string
@@ -32,6 +32,7 @@ func TestGoldenOutputs(t *testing.T) {
 	}{
 		{"glm4-bf16-mse-g32", glm4Source, convert.Options{GroupSize: 32, Method: quantize.MethodMSE}, "190c63303713efe6", "9723fb5d94cc034f"},
 		{"glm4-bf16-rtn-g128", glm4Source, convert.Options{GroupSize: 128, Method: quantize.MethodRTN}, "447306efd78172e3", "026200217689fb30"},
+		{"glm4-f16-rtn-g32", glm4F16Source, convert.Options{GroupSize: 32, Method: quantize.MethodRTN}, "28980bdab226f2b1", "fb0fcafc87e047ee"},
 		{"deepseek-fp8-mse-g32", deepseekSource, convert.Options{GroupSize: 32, Method: quantize.MethodMSE}, "c190fddd4054dada", "ca2cbf64400a76ea"},
 		{"deepseek-fp8-rtn-g64", deepseekSource, convert.Options{GroupSize: 64, Method: quantize.MethodRTN}, "cfc3856478934049", "243fd713e5d6a7fb"},
 	} {

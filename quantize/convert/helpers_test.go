@@ -67,6 +67,13 @@ func generateInto(dir string, o synth.Options) error {
 	return synth.Generate(context.Background(), dir, o)
 }
 
+// glm4F16Source is glm4Source's model stored as F16 (shared, read-only).
+func glm4F16Source(t testing.TB) string {
+	return shared(t, "glm4-f16", func(dir string) error {
+		return generateInto(dir, synth.Options{Model: synth.Tiny(synth.StyleGLM4), Seed: 1, MaxShardBytes: 1 << 20, DType: safetensors.F16})
+	})
+}
+
 // glm4Source is a dense BF16 GLM-4-style checkpoint of several shards (shared, read-only).
 func glm4Source(t testing.TB) string {
 	return shared(t, "glm4-bf16", func(dir string) error {
