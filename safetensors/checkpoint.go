@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pdq/internal/fsutil"
 	"pdq/internal/par"
 )
 
@@ -23,6 +24,7 @@ type Shard struct {
 	Path    string
 	Size    int64
 	ModTime time.Time
+	Changed time.Time // status-change time (fsutil.ChangeTime) when Open read the header; zero where unknown
 	Header  *Header
 }
 
@@ -174,7 +176,7 @@ func openShard(path string) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Shard{Name: filepath.Base(path), Path: path, Size: st.Size(), ModTime: st.ModTime(), Header: h}, nil
+	return &Shard{Name: filepath.Base(path), Path: path, Size: st.Size(), ModTime: st.ModTime(), Changed: fsutil.ChangeTime(st), Header: h}, nil
 }
 
 // indexTensors builds the tensor handles and checks them against the index, if any.

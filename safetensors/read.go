@@ -69,6 +69,10 @@ func (c *Checkpoint) TensorReader(t *Tensor) (*io.SectionReader, error) {
 	return io.NewSectionReader(f, t.Offset(), t.ByteSize()), nil
 }
 
+// ShardFile returns the open file of shard s, the one reads go through (opened on first use and
+// checked like them); it stays the checkpoint's, closed by Close.
+func (c *Checkpoint) ShardFile(s *Shard) (*os.File, error) { return c.file(s, "") }
+
 // file returns the open file of shard s, opening it on first use, for a read of tensor name ("":
 // of the file's bytes). A file whose size or modification time differs from what Open saw is
 // refused with ErrShardChanged.

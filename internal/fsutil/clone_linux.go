@@ -1,14 +1,27 @@
 package fsutil
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
 
+// cloneRefused reports whether a clone failed only because none can be made here: the file
+// system has no clones (EOPNOTSUPP, or ENOTTY and ENOSYS for no such call), the source lies on
+// another one (EXDEV), or this file cannot be cloned (EINVAL; EPERM, ETXTBSY: an immutable,
+// append-only or swap file).
+func cloneRefused(err error) bool {
+	for _, e := range []error{unix.EOPNOTSUPP, unix.ENOTTY, unix.ENOSYS, unix.EXDEV, unix.EINVAL, unix.EPERM, unix.ETXTBSY} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // cloneFile makes dst, an empty file, share src's blocks (the FICLONE ioctl: XFS with reflink,
-// btrfs, bcachefs, OCFS2, ZFS 2.2 with block cloning). The file systems that cannot say so with
-// EOPNOTSUPP (a different file system, EXDEV; no such ioctl, ENOTTY; EINVAL) refuse it all the same.
+// btrfs, bcachefs, OCFS2, ZFS 2.2 with block cloning).
 func cloneFile(dst, src *os.File) error {
 	rd, err := dst.SyscallConn()
 	if err != nil {

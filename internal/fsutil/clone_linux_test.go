@@ -28,7 +28,8 @@ func TestClonePieces(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := ClonePieces(dst, 0o644, src, int64(len(want)))
+	sf := openFile(t, src)
+	p, err := ClonePieces(dst, 0o644, sf, int64(len(want)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestClonePieces(t *testing.T) {
 	if err := p.WriteAt(want[10:20], 10); !errors.Is(err, ErrPieces) {
 		t.Fatalf("a piece over one taken before: %v, want ErrPieces", err)
 	}
-	p2, err := ClonePieces(dst+"2", 0o644, src, int64(len(want)))
+	p2, err := ClonePieces(dst+"2", 0o644, sf, int64(len(want)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestClonePieces(t *testing.T) {
 		t.Fatalf("the file's first error (the overlap) not returned by Commit: %v", err)
 	}
 
-	p, err = ClonePieces(dst, 0o644, src, int64(len(want)))
+	p, err = ClonePieces(dst, 0o644, sf, int64(len(want)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,30 +106,46 @@ func TestClonePieces(t *testing.T) {
 }
 
 // TestClonePiecesRefused: where no clone can be made (this machine's temporary directory, a
-// source of another size than expected), ClonePieces says ErrNotCloned and leaves nothing.
+// tmpfs) ClonePieces says ErrNotCloned, and of a source of another size than expected it says
+// ErrPieces; either way it leaves nothing.
 func TestClonePiecesRefused(t *testing.T) {
-	check := func(t *testing.T, dir string, size int64) {
+	check := func(t *testing.T, dir string, size int64, want error) {
 		t.Helper()
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		if err := os.WriteFile(src, make([]byte, 10000), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p, err := ClonePieces(dst, 0o644, src, size)
+		p, err := ClonePieces(dst, 0o644, openFile(t, src), size)
 		if err == nil {
-			if p.Cloned() && size == 10000 {
-				p.Abort()
+			p.Abort()
+			if size == 10000 {
 				t.Skipf("%s clones files", dir)
 			}
 			t.Fatal("ClonePieces of a source of the wrong size succeeded")
 		}
-		if !errors.Is(err, ErrNotCloned) {
-			t.Fatalf("%v, want ErrNotCloned", err)
+		if !errors.Is(err, want) {
+			t.Fatalf("%v, want %v", err, want)
+		}
+		if errors.Is(err, ErrNotCloned) != (want == ErrNotCloned) {
+			t.Fatalf("%v: ErrNotCloned (the copy would be written) %v", err, want == ErrNotCloned)
 		}
 		ents, _ := os.ReadDir(dir)
 		if len(ents) != 1 {
 			t.Errorf("left behind: %v", ents)
 		}
 	}
-	t.Run("plain", func(t *testing.T) { check(t, t.TempDir(), 10000) })
-	t.Run("size", func(t *testing.T) { check(t, testfs.XFS(t, 0), 9999) })
+	t.Run("plain", func(t *testing.T) { check(t, t.TempDir(), 10000, ErrNotCloned) })
+	t.Run("tmpfs", func(t *testing.T) { check(t, testfs.Tmpfs(t, "1m"), 10000, ErrNotCloned) })
+	t.Run("size", func(t *testing.T) { check(t, testfs.XFS(t, 0), 9999, ErrPieces) })
+}
+
+// openFile opens path for reading until the test ends.
+func openFile(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -9,3 +9,5 @@ import (
 
 // cloneFile is refused outside Linux: the copy is written.
 func cloneFile(dst, src *os.File) error { return errors.ErrUnsupported }
+
+func cloneRefused(err error) bool { return errors.Is(err, errors.ErrUnsupported) }

@@ -55,25 +55,21 @@ func CreatePieces(path string, perm os.FileMode, size int64) (*PieceFile, error)
 	return p, nil
 }
 
-// ErrNotCloned: ClonePieces could not share the source's blocks (the file system has no clones,
-// the source lies on another one, or it no longer has the size expected); the caller writes the
-// copy instead. The error wraps the system's reason.
+// ErrNotCloned: ClonePieces could not share the source's blocks because the file system makes
+// no clones of it (none at all, none of a file on another file system, none of this file); the
+// caller writes the copy instead. The error wraps the system's reason.
 var ErrNotCloned = errors.New("file not cloned")
 
-// ClonePieces starts a PieceFile of size bytes at path that is a clone of the file src: the two
-// share their blocks until either is written (a reflink, as cp --reflink makes, on file systems
-// that have them), so the copy costs no writes and no space. Its pieces are then the bytes the
-// caller holds of src (read for other work): WriteAt and WriteAtSum take their checksums and
-// check that they tile the file, as for a written copy, without writing them, and Commit returns
-// the CRC-32C they combine to, the file's as long as src did not change meanwhile (a caller that
-// read src checks that, by its size and modification time). Where no clone can be made it
-// returns an error wrapping ErrNotCloned and leaves nothing behind.
-func ClonePieces(path string, perm os.FileMode, src string, size int64) (*PieceFile, error) {
-	s, err := os.Open(src)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
+// ClonePieces starts a PieceFile of size bytes at path that is a clone of the open file src: the
+// two share their blocks until either is written (a reflink, as cp --reflink makes, on file
+// systems that have them), so the copy costs no writes and no space. Its pieces are then the
+// bytes the caller holds of src (read for other work): WriteAt and WriteAtSum take their
+// checksums and check that they tile the file, as for a written copy, without writing them, and
+// Commit returns the CRC-32C they combine to, which is the file's as long as src did not change
+// between the clone and the reads (the caller checks that, by src's ChangeTime). Where the file
+// system makes no clone it returns an error wrapping ErrNotCloned; on other failures (no space, an
+// I/O error, a clone of another size) another error; either way it leaves nothing behind.
+func ClonePieces(path string, perm os.FileMode, src *os.File, size int64) (*PieceFile, error) {
 	temp, f, err := CreatePartial(path, os.O_RDWR, perm)
 	if err != nil {
 		return nil, err
@@ -83,15 +79,20 @@ func ClonePieces(path string, perm os.FileMode, src string, size int64) (*PieceF
 		os.Remove(temp)
 		return nil, err
 	}
-	if err := cloneFile(f, s); err != nil {
-		return fail(fmt.Errorf("%s: %w: %w", src, ErrNotCloned, err))
+	if err := cloneFile(f, src); err != nil {
+		if cloneRefused(err) {
+			err = fmt.Errorf("%s: %w: %w", src.Name(), ErrNotCloned, err)
+		} else {
+			err = fmt.Errorf("clone %s to %s: %w", src.Name(), temp, err)
+		}
+		return fail(err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		return fail(err)
 	}
 	if st.Size() != size {
-		return fail(fmt.Errorf("%s: %w: %d bytes, not %d", src, ErrNotCloned, st.Size(), size))
+		return fail(fmt.Errorf("%s: %w: its clone has %d bytes, not %d", src.Name(), ErrPieces, st.Size(), size))
 	}
 	return &PieceFile{path: path, temp: temp, size: size, f: f, cloned: true}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"pdq/internal/fsutil"
 	"pdq/safetensors"
@@ -23,7 +24,9 @@ import (
 // takes their checksums only. A copy is complete when the last of its slabs is in; it is then
 // checked (fsutil.PieceFile: every byte covered once, the CRC-32C combined from the pieces),
 // renamed into place and journaled. A clone's checksum is that of the bytes read, which are its
-// own unless the source changed during the run, and the run fails then (checkSourceUnchanged).
+// own as long as nothing wrote to the shard since Open read its header: its size, modification
+// and status-change times are checked when the clone is made and again before it is committed
+// (sourceIntact), so a write dated back fails the run too.
 // With PrefillLink a shard is hard-linked first where the file system allows, and copied where
 // it does not.
 
@@ -40,11 +43,12 @@ type sourceCopy struct {
 
 // copier writes the prefill copies of the source shards from the slabs the reader reads.
 type copier struct {
-	r      *runner
-	copies map[*safetensors.Shard]*sourceCopy // fixed once the copier runs (the reader looks up in it)
-	order  []*sourceCopy                      // source order
-	in     chan *slab
-	err    error // the first error (the copier's own, or ctx's)
+	r       *runner
+	copies  map[*safetensors.Shard]*sourceCopy // fixed once the copier runs (the reader looks up in it)
+	order   []*sourceCopy                      // source order
+	in      chan *slab
+	err     error     // the first error (the copier's own, or ctx's)
+	refused sync.Once // logs that the file system makes no clones, once
 }
 
 // gapChunk is the size of the copier's reads of what no slab covers.
@@ -181,7 +185,7 @@ func (c *copier) put(ctx context.Context, t *safetensors.Tensor, off int64, b []
 	if sc == nil || len(b) == 0 {
 		return nil
 	}
-	if err := sc.open(); err != nil {
+	if err := c.open(sc); err != nil {
 		return err
 	}
 	if err := sc.pf.WriteAtSum(b, t.Offset()+off, crc); err != nil {
@@ -195,21 +199,19 @@ func (c *copier) put(ctx context.Context, t *safetensors.Tensor, off int64, b []
 
 // open creates the temporary file of the copy on its first piece: a clone of the source shard
 // where the file system makes one, else a file to write.
-func (sc *sourceCopy) open() error {
+func (c *copier) open(sc *sourceCopy) error {
 	if sc.pf != nil {
 		return nil
 	}
 	if !sc.write {
-		pf, err := fsutil.ClonePieces(sc.path, 0o644, sc.shard.Path, sc.shard.Size)
-		if err == nil {
-			slog.Debug("prefill copy is a clone", "shard", sc.shard.Name)
+		pf, err := c.clone(sc)
+		if err != nil {
+			return err
+		}
+		if pf != nil {
 			sc.pf = pf
 			return nil
 		}
-		if !errors.Is(err, fsutil.ErrNotCloned) {
-			return fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
-		}
-		slog.Debug("prefill copy written, not cloned", "shard", sc.shard.Name, "reason", err)
 	}
 	pf, err := fsutil.CreatePieces(sc.path, 0o644, sc.shard.Size)
 	if err != nil {
@@ -219,9 +221,53 @@ func (sc *sourceCopy) open() error {
 	return nil
 }
 
+// clone makes the copy sc a clone of its source shard, or returns nil without an error where the
+// file system makes none.
+func (c *copier) clone(sc *sourceCopy) (*fsutil.PieceFile, error) {
+	f, err := c.r.plan.Source.ShardFile(sc.shard)
+	if err != nil {
+		return nil, fmt.Errorf("convert: prefill copy: %w", err)
+	}
+	if err := sourceIntact(f, sc.shard); err != nil {
+		return nil, err
+	}
+	pf, err := fsutil.ClonePieces(sc.path, 0o644, f, sc.shard.Size)
+	switch {
+	case errors.Is(err, fsutil.ErrNotCloned):
+		c.refused.Do(func() {
+			slog.Info("prefill copies are written: the output's file system makes no clone of the source's files", "reason", err)
+		})
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
+	}
+	if err := sourceIntact(f, sc.shard); err != nil { // written while it was cloned
+		pf.Abort()
+		return nil, err
+	}
+	slog.Debug("prefill copy is a clone", "shard", sc.shard.Name)
+	return pf, nil
+}
+
+// sourceIntact checks that source shard s, open as f, is as Open found it: size, modification
+// time and status-change time. A clone holds the bytes the shard has when the clone is made,
+// and its checksum is that of the bytes the run reads, so both must be the bytes Open saw. A
+// change of the status-change time alone (a hard link made to the shard, a chmod) fails too: it
+// cannot be told from a write whose modification time was set back.
+func sourceIntact(f *os.File, s *safetensors.Shard) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	if st.Size() != s.Size || !st.ModTime().Equal(s.ModTime) || !fsutil.ChangeTime(st).Equal(s.Changed) {
+		return fmt.Errorf("convert: %s: %w (size, modification or status-change time; a cloned prefill copy needs it untouched until the clone is complete)", s.Name, ErrSourceChanged)
+	}
+	return nil
+}
+
 // finish fills what no slab covered from the source, then commits and journals the copy.
 func (c *copier) finish(ctx context.Context, sc *sourceCopy) error {
-	if err := sc.open(); err != nil {
+	if err := c.open(sc); err != nil {
 		return err
 	}
 	raw := make([]byte, gapChunk+fsutil.DirectAlign)
@@ -239,6 +285,16 @@ func (c *copier) finish(ctx context.Context, sc *sourceCopy) error {
 				return fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
 			}
 			off += int64(len(b))
+		}
+	}
+	if sc.pf.Cloned() { // the bytes read were the clone's: nothing wrote to the shard meanwhile
+		f, err := c.r.plan.Source.ShardFile(sc.shard)
+		if err == nil {
+			err = sourceIntact(f, sc.shard)
+		}
+		if err != nil {
+			sc.pf.Abort()
+			return err
 		}
 	}
 	crc, err := sc.pf.Commit()
