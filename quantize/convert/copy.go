@@ -235,7 +235,7 @@ func (c *copier) clone(sc *sourceCopy) (*fsutil.PieceFile, error) {
 	switch {
 	case errors.Is(err, fsutil.ErrNotCloned):
 		c.refused.Do(func() {
-			slog.Info("prefill copies are written: the output's file system makes no clone of the source's files", "reason", err)
+			slog.Debug("prefill copies are written: the output's file system makes no clone of the source's files", "reason", err)
 		})
 		return nil, nil
 	case err != nil:
