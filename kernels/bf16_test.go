@@ -12,12 +12,7 @@ import (
 // and EncodeBF16 the scalar bits for every 4093rd float32 pattern plus the special values, at
 // lengths that leave every tail size.
 func TestBF16Codecs(t *testing.T) {
-	codes := make([]byte, 2*65536)
-	for c := range 65536 {
-		binary.LittleEndian.PutUint16(codes[2*c:], uint16(c))
-	}
-	want := make([]float32, 65536)
-	decodeBF16Scalar(want, codes)
+	codes, want := allCodes16(decodeBF16Scalar)
 	var vals []float32
 	for b := uint64(0); b < 1<<32; b += 4093 {
 		vals = append(vals, math.Float32frombits(uint32(b)))
@@ -30,13 +25,7 @@ func TestBF16Codecs(t *testing.T) {
 	encodeBF16Scalar(wantEnc, vals)
 	for _, set := range loopSets {
 		prev, _ := SetSIMD(set.name)
-		got := make([]float32, 65536)
-		DecodeBF16(got, codes)
-		for c := range got {
-			if math.Float32bits(got[c]) != math.Float32bits(want[c]) {
-				t.Fatalf("%s: decode %#04x: %#08x, want %#08x", set.name, c, math.Float32bits(got[c]), math.Float32bits(want[c]))
-			}
-		}
+		checkDecode16(t, set.name, DecodeBF16, codes, want)
 		enc := make([]byte, 2*len(vals))
 		EncodeBF16(enc, vals)
 		if i := firstDiff(enc, wantEnc); i >= 0 {
@@ -49,15 +38,42 @@ func TestBF16Codecs(t *testing.T) {
 			if !bytes.Equal(e, wantEnc[6:6+2*n]) {
 				t.Fatalf("%s: encode of %d values differs", set.name, n)
 			}
-			d := make([]float32, n)
-			DecodeBF16(d, codes[6:6+2*n])
-			for i := range d {
-				if math.Float32bits(d[i]) != math.Float32bits(want[3+i]) {
-					t.Fatalf("%s: decode of %d values differs at %d", set.name, n, i)
-				}
-			}
 		}
 		SetSIMD(prev)
+	}
+}
+
+// allCodes16 returns the 65,536 little-endian 16-bit codes in order and their decoding by the
+// scalar loop decode.
+func allCodes16(decode func([]float32, []byte)) ([]byte, []float32) {
+	codes := make([]byte, 2*65536)
+	for c := range 65536 {
+		binary.LittleEndian.PutUint16(codes[2*c:], uint16(c))
+	}
+	want := make([]float32, 65536)
+	decode(want, codes)
+	return codes, want
+}
+
+// checkDecode16 fails unless decode gives want's bits for every code of codes (allCodes16), and
+// for every tail length from an odd start.
+func checkDecode16(t *testing.T, set string, decode func([]float32, []byte), codes []byte, want []float32) {
+	t.Helper()
+	got := make([]float32, len(want))
+	decode(got, codes)
+	for c := range got {
+		if math.Float32bits(got[c]) != math.Float32bits(want[c]) {
+			t.Fatalf("%s: decode %#04x: %#08x, want %#08x", set, c, math.Float32bits(got[c]), math.Float32bits(want[c]))
+		}
+	}
+	for n := range 40 {
+		d := make([]float32, n)
+		decode(d, codes[6:6+2*n])
+		for i := range d {
+			if math.Float32bits(d[i]) != math.Float32bits(want[3+i]) {
+				t.Fatalf("%s: decode of %d values differs at %d", set, n, i)
+			}
+		}
 	}
 }
 
@@ -81,23 +97,20 @@ func BenchmarkBF16(b *testing.B) {
 	}
 	enc := make([]byte, 2*n)
 	for _, set := range loopSets {
-		b.Run("decode/"+set.name, func(b *testing.B) {
-			prev, _ := SetSIMD(set.name)
-			defer SetSIMD(prev)
-			cpu0 := cpuTime()
-			for b.Loop() {
-				DecodeBF16(vals, enc)
-			}
-			perWeight(b, n, cpu0)
-		})
-		b.Run("encode/"+set.name, func(b *testing.B) {
-			prev, _ := SetSIMD(set.name)
-			defer SetSIMD(prev)
-			cpu0 := cpuTime()
-			for b.Loop() {
-				EncodeBF16(enc, vals)
-			}
-			perWeight(b, n, cpu0)
-		})
+		benchLoop(b, "decode", set.name, n, func() { DecodeBF16(vals, enc) })
+		benchLoop(b, "encode", set.name, n, func() { EncodeBF16(enc, vals) })
 	}
+}
+
+// benchLoop runs op, which handles n weights, as the sub-benchmark name/set under loop set set.
+func benchLoop(b *testing.B, name, set string, n int, op func()) {
+	b.Run(name+"/"+set, func(b *testing.B) {
+		prev, _ := SetSIMD(set)
+		defer SetSIMD(prev)
+		cpu0 := cpuTime()
+		for b.Loop() {
+			op()
+		}
+		perWeight(b, n, cpu0)
+	})
 }

@@ -18,15 +18,7 @@ import (
 // run cancelled half-way and resumed, end byte-identical, each source byte read once.
 func TestPrefillClone(t *testing.T) {
 	dir := testfs.XFS(t, 0)
-	src := filepath.Join(dir, "src")
-	for name, b := range readTree(t, deepseekSource(t)) {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	src := copyTree(t, deepseekSource(t), filepath.Join(dir, "src"))
 	shared := func(out string) (int64, int64) {
 		var n, size int64
 		for _, s := range plan(t, src, copyOptions).Source.Shards {
@@ -100,15 +92,7 @@ func TestPrefillClone(t *testing.T) {
 // decode/ were made from); nothing looks finished.
 func TestPrefillCloneSourceRewritten(t *testing.T) {
 	dir := testfs.XFS(t, 0)
-	src := filepath.Join(dir, "src")
-	for name, b := range readTree(t, deepseekSource(t)) {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	src := copyTree(t, deepseekSource(t), filepath.Join(dir, "src"))
 	p := plan(t, src, copyOptions)
 	sh := p.Source.Shards[len(p.Source.Shards)-1]
 	var once sync.Once
@@ -143,4 +127,19 @@ func TestPrefillCloneSourceRewritten(t *testing.T) {
 		t.Errorf("prefill/%s looks finished: %v", sh.Name, err)
 	}
 	checkNoPartial(t, out)
+}
+
+// copyTree copies every file under src to dst (a checkpoint onto another file system) and
+// returns dst.
+func copyTree(t *testing.T, src, dst string) string {
+	t.Helper()
+	for name, b := range readTree(t, src) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
 }
