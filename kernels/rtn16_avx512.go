@@ -81,6 +81,13 @@ func initRTNVectors() {
 		even[p], odd[p] = uint32(2*p), uint32(2*p+1)
 	}
 	rtnLo, rtnHi = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
+	const k = 0x4b400000 // the bits of 1.5·2^23+8 above the nibble
+	rtnPackK = archsimd.BroadcastUint32x16(uint32((k ^ k<<8 ^ k<<16 ^ k<<24) & 0xffffffff))
+	var idx [32]int8
+	for o := range idx {
+		idx[o] = int8(4*(o%4) + o%16/4)
+	}
+	rtnPackIdx = archsimd.LoadInt8x32(&idx)
 	rtnEven, rtnOdd = archsimd.LoadUint32x16(&even), archsimd.LoadUint32x16(&odd)
 	for i := range rtnPairScale {
 		var v [16]uint32
@@ -161,15 +168,57 @@ func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (
 	da, db := dst[:g/2], dst[g/2:g]
 	lo, hi := rtnLo, rtnHi
 	var clipA, clipB int
-	for v := 0; v+16 <= g; v += 16 {
+	count := func(c uint16) { // rare; OnesCount8 is a table look-up, not a call (GOAMD64=v1 has no POPCNT)
+		clipA += bits.OnesCount8(uint8(c))
+		clipB += bits.OnesCount8(uint8(c >> 8))
+	}
+	v := 0
+	for ; v+32 <= g; v += 32 {
+		// The four steps one after the other, each folded into the sums and the packed word at
+		// once, so that no more than one step's vectors are live (Go allocates 15 of them).
+		a, b := (*[32]float32)(xa[v:]), (*[32]float32)(xb[v:])
+		va, vb := archsimd.LoadFloat32x16((*[16]float32)(a[:16])), archsimd.LoadFloat32x16((*[16]float32)(b[:16]))
+		r, e0, s0, c := rtnStep(va.ConcatPermute(vb, lo), s, full)
+		e, ss = e.Add(e0), ss.Add(s0)
+		if c != 0 {
+			count(c)
+		}
+		w := r.Xor(rtnPackK)
+		r, e0, s0, c = rtnStep(va.ConcatPermute(vb, hi), s, full)
+		e, ss = e.Add(e0), ss.Add(s0)
+		if c != 0 {
+			count(c)
+		}
+		w = w.Xor(r.ShiftAllLeft(8))
+		va, vb = archsimd.LoadFloat32x16((*[16]float32)(a[16:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
+		r, e0, s0, c = rtnStep(va.ConcatPermute(vb, lo), s, full)
+		e, ss = e.Add(e0), ss.Add(s0)
+		if c != 0 {
+			count(c)
+		}
+		w = w.Xor(r.ShiftAllLeft(16))
+		r, e0, s0, c = rtnStep(va.ConcatPermute(vb, hi), s, full)
+		e, ss = e.Add(e0), ss.Add(s0)
+		if c != 0 {
+			count(c)
+		}
+		p := packNibbles32(w.Xor(r.ShiftAllLeft(24)))
+		if g == 32 { // a's sixteen bytes, then b's
+			p.Store((*[32]uint8)(dst))
+			continue
+		}
+		p.GetLo().Store((*[16]uint8)(da[v/2:]))
+		p.GetHi().Store((*[16]uint8)(db[v/2:]))
+	}
+	if v < g { // sixteen elements left (g is a multiple of 16)
 		va := archsimd.LoadFloat32x16((*[16]float32)(xa[v:]))
 		vb := archsimd.LoadFloat32x16((*[16]float32)(xb[v:]))
 		r0, e0, s0, c0 := rtnStep(va.ConcatPermute(vb, lo), s, full)
 		r1, e1, s1, c1 := rtnStep(va.ConcatPermute(vb, hi), s, full)
 		e, ss = e.Add(e0).Add(e1), ss.Add(s0).Add(s1)
-		if c0|c1 != 0 { // rare; OnesCount8 is a table look-up, not a call (GOAMD64=v1 has no POPCNT)
-			clipA += bits.OnesCount8(uint8(c0)) + bits.OnesCount8(uint8(c1))
-			clipB += bits.OnesCount8(uint8(c0>>8)) + bits.OnesCount8(uint8(c1>>8))
+		if c0|c1 != 0 {
+			count(c0)
+			count(c1)
 		}
 		// The low byte of each lane of r0 and r1 is its nibble: one byte per element, then two
 		// nibbles per byte; that gives word v/8 of a, of b, word v/8+1 of a, of b, in that order.
@@ -180,6 +229,30 @@ func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (
 	}
 	return e, ss, int32(clipA), int32(clipB)
 }
+
+// packNibbles32 packs the nibbles of rtnStep's results for 32 elements of groups a and b into
+// a's sixteen bytes, then b's, from w = r0 ^ r1<<8 ^ r2<<16 ^ r3<<24 ^ rtnPackK (r0: elements
+// 0-7 of a, then 0-7 of b; r1: 8-15; r2: 16-23; r3: 24-31). Each lane of an r is 0x4b400000
+// plus its nibble n, so the shifts and xors leave in every lane the constant rtnPackK and the
+// bytes n(r0), n(r1), n(r2), n(r3), and xor-ing rtnPackK clears the rest. Or-ing each 64-bit
+// lane with itself shifted right by 28 puts the odd lane's nibbles in the high halves of the
+// even lane's bytes: byte i of 64-bit lane k is then byte k%4 of word i of a (k < 4) or b, and
+// a byte shuffle within each 128-bit half moves it to byte 4i+k%4. In all, per 32 elements:
+// four xors, three shifts of 32-bit lanes, a shift and an or of 64-bit lanes, a truncation and
+// a shuffle, where one byte per element and 16-bit steps took six truncations, four inserts,
+// two shuffles and four moves to general registers.
+func packNibbles32(w archsimd.Uint32x16) archsimd.Uint8x32 {
+	q := w.AsUint64x8()
+	return q.Or(q.ShiftAllRight(28)).TruncateToUint32().AsUint8x32().PermuteOrZeroGrouped(rtnPackIdx)
+}
+
+// rtnPackK is what the four shifted rtnStep results of packNibbles32 leave besides their
+// nibbles: 0x4b400000 ^ 0x4b400000<<8 ^ 0x4b400000<<16 ^ 0x4b400000<<24 in 32 bits. rtnPackIdx
+// is its byte shuffle: byte 4i+k of each half from byte 4k+i. Both set by initRTNVectors.
+var (
+	rtnPackK   archsimd.Uint32x16
+	rtnPackIdx archsimd.Int8x32
+)
 
 var rtnRne8, rtnHiClip, rtnLoClip, rtnMin, rtnMax archsimd.Float32x16 // initRTNVectors
 
