@@ -167,48 +167,19 @@ func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (
 	xa, xb := x[:g], x[g:2*g]
 	da, db := dst[:g/2], dst[g/2:g]
 	lo, hi := rtnLo, rtnHi
-	var clipA, clipB int
-	count := func(c uint16) { // rare; OnesCount8 is a table look-up, not a call (GOAMD64=v1 has no POPCNT)
-		clipA += bits.OnesCount8(uint8(c))
-		clipB += bits.OnesCount8(uint8(c >> 8))
+	var clip [2]int // group a's, b's
+	if g == 32 {
+		var w archsimd.Uint8x32
+		e, ss, w = rtnQuad((*[32]float32)(xa), (*[32]float32)(xb), s, full, e, ss, &clip)
+		w.Store((*[32]uint8)(dst)) // a's sixteen bytes, then b's
+		return e, ss, int32(clip[0]), int32(clip[1])
 	}
 	v := 0
 	for ; v+32 <= g; v += 32 {
-		// The four steps one after the other, each folded into the sums and the packed word at
-		// once, so that no more than one step's vectors are live (Go allocates 15 of them).
-		a, b := (*[32]float32)(xa[v:]), (*[32]float32)(xb[v:])
-		va, vb := archsimd.LoadFloat32x16((*[16]float32)(a[:16])), archsimd.LoadFloat32x16((*[16]float32)(b[:16]))
-		r, e0, s0, c := rtnStep(va.ConcatPermute(vb, lo), s, full)
-		e, ss = e.Add(e0), ss.Add(s0)
-		if c != 0 {
-			count(c)
-		}
-		w := r.Xor(rtnPackK)
-		r, e0, s0, c = rtnStep(va.ConcatPermute(vb, hi), s, full)
-		e, ss = e.Add(e0), ss.Add(s0)
-		if c != 0 {
-			count(c)
-		}
-		w = w.Xor(r.ShiftAllLeft(8))
-		va, vb = archsimd.LoadFloat32x16((*[16]float32)(a[16:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
-		r, e0, s0, c = rtnStep(va.ConcatPermute(vb, lo), s, full)
-		e, ss = e.Add(e0), ss.Add(s0)
-		if c != 0 {
-			count(c)
-		}
-		w = w.Xor(r.ShiftAllLeft(16))
-		r, e0, s0, c = rtnStep(va.ConcatPermute(vb, hi), s, full)
-		e, ss = e.Add(e0), ss.Add(s0)
-		if c != 0 {
-			count(c)
-		}
-		p := packNibbles32(w.Xor(r.ShiftAllLeft(24)))
-		if g == 32 { // a's sixteen bytes, then b's
-			p.Store((*[32]uint8)(dst))
-			continue
-		}
-		p.GetLo().Store((*[16]uint8)(da[v/2:]))
-		p.GetHi().Store((*[16]uint8)(db[v/2:]))
+		var w archsimd.Uint8x32
+		e, ss, w = rtnQuad((*[32]float32)(xa[v:]), (*[32]float32)(xb[v:]), s, full, e, ss, &clip)
+		w.GetLo().Store((*[16]uint8)(da[v/2:]))
+		w.GetHi().Store((*[16]uint8)(db[v/2:]))
 	}
 	if v < g { // sixteen elements left (g is a multiple of 16)
 		va := archsimd.LoadFloat32x16((*[16]float32)(xa[v:]))
@@ -217,8 +188,8 @@ func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (
 		r1, e1, s1, c1 := rtnStep(va.ConcatPermute(vb, hi), s, full)
 		e, ss = e.Add(e0).Add(e1), ss.Add(s0).Add(s1)
 		if c0|c1 != 0 {
-			count(c0)
-			count(c1)
+			countClips(&clip, c0)
+			countClips(&clip, c1)
 		}
 		// The low byte of each lane of r0 and r1 is its nibble: one byte per element, then two
 		// nibbles per byte; that gives word v/8 of a, of b, word v/8+1 of a, of b, in that order.
@@ -227,7 +198,48 @@ func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (
 		binary.LittleEndian.PutUint64(da[v/2:], w.GetElem(0))
 		binary.LittleEndian.PutUint64(db[v/2:], w.GetElem(1))
 	}
-	return e, ss, int32(clipA), int32(clipB)
+	return e, ss, int32(clip[0]), int32(clip[1])
+}
+
+// countClips adds the clip mask c of a step (lanes 0-7 group a, 8-15 group b) to clip. It is
+// rarely called: OnesCount8 is a table look-up, not a call (GOAMD64=v1 has no POPCNT).
+func countClips(clip *[2]int, c uint16) {
+	clip[0] += bits.OnesCount8(uint8(c))
+	clip[1] += bits.OnesCount8(uint8(c >> 8))
+}
+
+// rtnQuad quantizes elements 0-31 of groups a and b as rtnPair does, adds their errors and
+// squares to e and ss and their clips to clip, and returns the sums and the packed bytes (a's
+// sixteen, then b's). The four steps run one after the other, each folded into the sums and
+// the packed word at once, so that no more than one step's vectors are live (Go allocates 15
+// of them).
+func rtnQuad(a, b *[32]float32, s archsimd.Float32x16, full bool, e, ss archsimd.Float32x16, clip *[2]int) (_, _ archsimd.Float32x16, _ archsimd.Uint8x32) {
+	va, vb := archsimd.LoadFloat32x16((*[16]float32)(a[:16])), archsimd.LoadFloat32x16((*[16]float32)(b[:16]))
+	r, e0, s0, c := rtnStep(va.ConcatPermute(vb, rtnLo), s, full)
+	e, ss = e.Add(e0), ss.Add(s0)
+	if c != 0 {
+		countClips(clip, c)
+	}
+	w := r.Xor(rtnPackK)
+	r, e0, s0, c = rtnStep(va.ConcatPermute(vb, rtnHi), s, full)
+	e, ss = e.Add(e0), ss.Add(s0)
+	if c != 0 {
+		countClips(clip, c)
+	}
+	w = w.Xor(r.ShiftAllLeft(8))
+	va, vb = archsimd.LoadFloat32x16((*[16]float32)(a[16:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
+	r, e0, s0, c = rtnStep(va.ConcatPermute(vb, rtnLo), s, full)
+	e, ss = e.Add(e0), ss.Add(s0)
+	if c != 0 {
+		countClips(clip, c)
+	}
+	w = w.Xor(r.ShiftAllLeft(16))
+	r, e0, s0, c = rtnStep(va.ConcatPermute(vb, rtnHi), s, full)
+	e, ss = e.Add(e0), ss.Add(s0)
+	if c != 0 {
+		countClips(clip, c)
+	}
+	return e, ss, packNibbles32(w.Xor(r.ShiftAllLeft(24)))
 }
 
 // packNibbles32 packs the nibbles of rtnStep's results for 32 elements of groups a and b into
