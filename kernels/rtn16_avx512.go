@@ -81,13 +81,8 @@ func initRTNVectors() {
 		even[p], odd[p] = uint32(2*p), uint32(2*p+1)
 	}
 	rtnLo, rtnHi = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
-	const k = 0x4b400000 // the bits of 1.5·2^23+8 above the nibble
-	rtnPackK = archsimd.BroadcastUint32x16(uint32((k ^ k<<8 ^ k<<16 ^ k<<24) & 0xffffffff))
-	var idx [32]int8
-	for o := range idx {
-		idx[o] = int8(4*(o%4) + o%16/4)
-	}
-	rtnPackIdx = archsimd.LoadInt8x32(&idx)
+	rtnPackK = archsimd.BroadcastUint32x16(rtnPackXor)
+	rtnPackIdx = archsimd.LoadInt8x32(&rtnPackShuffle)
 	rtnEven, rtnOdd = archsimd.LoadUint32x16(&even), archsimd.LoadUint32x16(&odd)
 	for i := range rtnPairScale {
 		var v [16]uint32
@@ -258,9 +253,18 @@ func packNibbles32(w archsimd.Uint32x16) archsimd.Uint8x32 {
 	return q.Or(q.ShiftAllRight(28)).TruncateToUint32().AsUint8x32().PermuteOrZeroGrouped(rtnPackIdx)
 }
 
-// rtnPackK is what the four shifted rtnStep results of packNibbles32 leave besides their
-// nibbles: 0x4b400000 ^ 0x4b400000<<8 ^ 0x4b400000<<16 ^ 0x4b400000<<24 in 32 bits. rtnPackIdx
-// is its byte shuffle: byte 4i+k of each half from byte 4k+i. Both set by initRTNVectors.
+// rtnPackXor is what four shifted rtnStep results leave in each lane besides their nibbles
+// (packNibbles32): 0x4b400000, the bits of 1.5·2^23+8 above the nibble, xor-ed with itself
+// shifted left by 8, 16 and 24, in 32 bits. rtnPackShuffle moves byte 4k+i of each 16 bytes
+// to byte 4i+k, twice (both halves of a 256-bit vector).
+const rtnPackXor = (0x4b400000 ^ 0x4b400000<<8 ^ 0x4b400000<<16 ^ 0x4b400000<<24) & 0xffffffff
+
+var rtnPackShuffle = [32]int8{
+	0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+	0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+}
+
+// rtnPackK and rtnPackIdx are rtnPackXor and rtnPackShuffle in vectors (initRTNVectors).
 var (
 	rtnPackK   archsimd.Uint32x16
 	rtnPackIdx archsimd.Int8x32

@@ -80,6 +80,8 @@ func rtnBatch8(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	r8, hiClip, loClip, cmin, cmax := bc(rne+8), bc(7.5), bc(-8.5), bc(-8), bc(7)
 	fifteen := archsimd.BroadcastUint32x8(15)
 	sh := archsimd.LoadUint32x8(&nibbleShifts)
+	packK, evens := archsimd.BroadcastUint32x8(rtnPackXor), archsimd.LoadUint32x8(&evenLanes)
+	shuf := archsimd.LoadInt8x16((*[16]int8)(rtnPackShuffle[:16]))
 	var es, ss [avx2Groups]archsimd.Float32x8
 	for l := range avx2Groups {
 		vs := bc(sc[l])
@@ -98,22 +100,25 @@ func rtnBatch8(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 			rf := f.Min(cmax).Add(r8)
 			d := v.Sub(rf.Sub(r8).Mul(vs))
 			e, sq = e.Add(d.Mul(d)), sq.Add(v.Mul(v))
-			return rf.AsUint32x8().And(fifteen).ShiftLeft(sh)
+			return rf.AsUint32x8() // 0x4b400000 plus the nibble
 		}
 		xl, dl := x[l*g:(l+1)*g], dst[l*g/2:(l+1)*g/2]
 		i := 0
 		for ; i+32 <= len(xl); i += 32 {
 			v := (*[32]float32)(xl[i:])
-			n0 := step(archsimd.LoadFloat32x8((*[8]float32)(v[0:])))
-			n1 := step(archsimd.LoadFloat32x8((*[8]float32)(v[8:])))
-			n2 := step(archsimd.LoadFloat32x8((*[8]float32)(v[16:])))
-			n3 := step(archsimd.LoadFloat32x8((*[8]float32)(v[24:])))
-			// The nibbles occupy disjoint bits: adding them is or-ing them.
-			w := n0.AddPairsGrouped(n1).AddPairsGrouped(n2.AddPairsGrouped(n3))
-			w.GetLo().Add(w.GetHi()).AsUint8x16().Store((*[16]uint8)(dl[i/2:]))
+			// Packed as packNibbles32 packs (rtn16_avx512.go), with one word per vector: the
+			// four results shifted and xor-ed, the constant cleared, each 64-bit lane or-ed
+			// with itself shifted right by 28; the even lanes' bytes are then the 16 bytes
+			// in the order 4k+i for byte 4i+k.
+			w := step(archsimd.LoadFloat32x8((*[8]float32)(v[0:]))).Xor(packK)
+			w = w.Xor(step(archsimd.LoadFloat32x8((*[8]float32)(v[8:]))).ShiftAllLeft(8))
+			w = w.Xor(step(archsimd.LoadFloat32x8((*[8]float32)(v[16:]))).ShiftAllLeft(16))
+			q := w.Xor(step(archsimd.LoadFloat32x8((*[8]float32)(v[24:]))).ShiftAllLeft(24)).AsUint64x4()
+			p := q.Or(q.ShiftAllRight(28)).AsUint32x8().Permute(evens).GetLo().AsUint8x16()
+			p.PermuteOrZero(shuf).Store((*[16]uint8)(dl[i/2:]))
 		}
 		for ; i < len(xl); i += 8 {
-			w := step(archsimd.LoadFloat32x8((*[8]float32)(xl[i:])))
+			w := step(archsimd.LoadFloat32x8((*[8]float32)(xl[i:]))).And(fifteen).ShiftLeft(sh)
 			h := w.GetLo().Add(w.GetHi())
 			h = h.AddPairs(h)
 			binary.LittleEndian.PutUint32(dl[i/2:], h.AddPairs(h).GetElem(0))

@@ -155,6 +155,9 @@ func scaled(v, vs, vi archsimd.Float32x8, div bool) archsimd.Float32x8 {
 // nibbleShifts places lane j's nibble at bits 4j..4j+3 of the packed word.
 var nibbleShifts = [8]uint32{0, 4, 8, 12, 16, 20, 24, 28}
 
+// evenLanes moves the even lanes of a vector of eight to its low half.
+var evenLanes = [8]uint32{0, 2, 4, 6, 1, 3, 5, 7}
+
 // packAVX2 is packDiv (div) or packMul: levels, nibbles, error, Σx² and clip count. Four words
 // (32 elements) are combined at a time with horizontal adds (the nibbles occupy disjoint bits,
 // so adding them is or-ing them).
