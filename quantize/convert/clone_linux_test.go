@@ -128,18 +128,3 @@ func TestPrefillCloneSourceRewritten(t *testing.T) {
 	}
 	checkNoPartial(t, out)
 }
-
-// copyTree copies every file under src to dst (a checkpoint onto another file system) and
-// returns dst.
-func copyTree(t *testing.T, src, dst string) string {
-	t.Helper()
-	for name, b := range readTree(t, src) {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}

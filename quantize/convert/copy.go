@@ -25,8 +25,9 @@ import (
 // checked (fsutil.PieceFile: every byte covered once, the CRC-32C combined from the pieces),
 // renamed into place and journaled. A clone's checksum is that of the bytes read, which are its
 // own as long as nothing wrote to the shard since Open read its header: its size, modification
-// and status-change times are checked when the clone is made and again before it is committed
-// (sourceIntact), so a write dated back fails the run too.
+// and status-change times are checked once the clone is made and again before it is committed
+// (sourceIntact), so a write dated back fails the run too. A written copy needs no such check:
+// it holds the bytes read.
 // With PrefillLink a shard is hard-linked first where the file system allows, and copied where
 // it does not.
 
@@ -228,9 +229,6 @@ func (c *copier) clone(sc *sourceCopy) (*fsutil.PieceFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("convert: prefill copy: %w", err)
 	}
-	if err := sourceIntact(f, sc.shard); err != nil {
-		return nil, err
-	}
 	pf, err := fsutil.ClonePieces(sc.path, 0o644, f, sc.shard.Size)
 	switch {
 	case errors.Is(err, fsutil.ErrNotCloned):
@@ -241,7 +239,7 @@ func (c *copier) clone(sc *sourceCopy) (*fsutil.PieceFile, error) {
 	case err != nil:
 		return nil, fmt.Errorf("convert: prefill copy of %s: %w", sc.shard.Name, err)
 	}
-	if err := sourceIntact(f, sc.shard); err != nil { // written while it was cloned
+	if err := sourceIntact(f, sc.shard); err != nil { // written since Open, or while it was cloned
 		pf.Abort()
 		return nil, err
 	}

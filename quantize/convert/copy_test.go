@@ -150,3 +150,32 @@ func device(t *testing.T, path string) uint64 {
 	}
 	return uint64(fi.Sys().(*syscall.Stat_t).Dev)
 }
+
+// TestPrefillWrittenSourceChmod: where the prefill copies are written (no clones here), a
+// change of a source shard's metadata alone during the run (a chmod moves its status-change
+// time, as a hard link made to it does) is no change of its bytes: the run succeeds, in the
+// default mode as with PrefillWrite.
+func TestPrefillWrittenSourceChmod(t *testing.T) {
+	dir := t.TempDir()
+	src := copyTree(t, deepseekSource(t), filepath.Join(dir, "src"))
+	for _, mode := range []convert.PrefillMode{convert.PrefillCopy, convert.PrefillWrite} {
+		p := plan(t, src, copyOptions)
+		sh := p.Source.Shards[len(p.Source.Shards)-1]
+		var once sync.Once
+		var cerr error
+		ro := convert.RunOptions{Workers: 1, PrefillMode: mode, Progress: func(int64, int64, string) {
+			once.Do(func() { cerr = os.Chmod(sh.Path, 0o640) })
+		}}
+		out := filepath.Join(dir, "out-"+string(mode))
+		if _, err := runPlan(p, out, ro); err != nil {
+			t.Fatalf("%s: run with a shard's mode changed: %v", mode, err)
+		}
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		sameBytes(t, sh.Path, filepath.Join(out, "prefill", sh.Name))
+		if err := os.Chmod(sh.Path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
