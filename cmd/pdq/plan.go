@@ -125,6 +125,9 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 		fmt.Fprintf(tw, "decode/\t%d shard(s), INT4 %s %s experts, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, group, f.method, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
 	}
 	tw.Flush()
+	if p.Prefill != nil && s.PrefillCopy {
+		fmt.Fprintln(w, "(with DIR on the XFS (reflinks on) or btrfs that holds SRC, prefill/ is cloned: no writes, no space)")
+	}
 	for _, kind := range []struct {
 		name   string
 		counts map[string]map[string]int
