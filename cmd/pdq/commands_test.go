@@ -181,6 +181,24 @@ func TestPlanPerChannelText(t *testing.T) {
 	if strings.Contains(stdout, "INT4 g0") || !strings.Contains(stdout, "INT4 per-channel") {
 		t.Errorf("plan --group-size 0 says:\n%s", stdout)
 	}
+	if strings.Contains(stdout, "cloned") {
+		t.Errorf("plan of a BF16 source, whose prefill/ is made, speaks of clones:\n%s", stdout)
+	}
+}
+
+// TestPlanCloneText: the plan of an FP8 source says where its prefill/ copy costs nothing.
+func TestPlanCloneText(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--out", src, "--fp8"); code != 0 {
+		t.Fatal(err)
+	}
+	stdout, code, err := runPDQ(t, "plan", src)
+	if code != 0 {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "the FP8 source unchanged") || !strings.Contains(stdout, "prefill/ is cloned: no writes, no space") {
+		t.Errorf("plan of an FP8 source says:\n%s", stdout)
+	}
 }
 
 // TestReviewVerifyParentDir: pdq verify SRC DIR with DIR the convert output (holding prefill/
