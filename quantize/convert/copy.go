@@ -37,7 +37,6 @@ type sourceCopy struct {
 	key    string            // journal key, "prefill/NAME"
 	path   string            // the copy's path
 	pf     *fsutil.PieceFile // created (or cloned) on the first piece
-	write  bool              // PrefillWrite: never a clone
 	pieces int               // slab pieces still to come from the reader
 	done   bool              // committed and journaled
 }
@@ -97,7 +96,7 @@ func (r *runner) newCopier(ctx context.Context) (*copier, error) {
 				continue
 			}
 		}
-		sc := &sourceCopy{shard: s, key: key, path: filepath.Join(dst, s.Name), write: r.ro.PrefillMode == PrefillWrite}
+		sc := &sourceCopy{shard: s, key: key, path: filepath.Join(dst, s.Name)}
 		c.copies[s] = sc
 		c.order = append(c.order, sc)
 	}
@@ -204,7 +203,7 @@ func (c *copier) open(sc *sourceCopy) error {
 	if sc.pf != nil {
 		return nil
 	}
-	if !sc.write {
+	if c.r.ro.PrefillMode != PrefillWrite {
 		pf, err := c.clone(sc)
 		if err != nil {
 			return err
