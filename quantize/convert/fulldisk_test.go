@@ -41,8 +41,11 @@ func TestFullDisk(t *testing.T) {
 	if !strings.Contains(err.Error(), fs) && !strings.Contains(err.Error(), ".safetensors") {
 		t.Errorf("error does not name the file: %v", err)
 	}
-	if !strings.Contains(err.Error(), "preallocate") {
-		t.Errorf("the disk filled up during a write, not when a shard was created and preallocated: %v", err)
+	// Shards reserve their whole size when created, so none runs out in the middle of its writes;
+	// the journal's appends reserve nothing, and when the shards created so far leave less than
+	// a page, a journal line is what meets the full disk first.
+	if !strings.Contains(err.Error(), "preallocate") && !strings.Contains(err.Error(), "convert: journal:") {
+		t.Errorf("the disk filled up during a shard's writes, not when a shard was created and preallocated: %v", err)
 	}
 	t.Logf("full disk: %v", err)
 	checkUnfinished(t, out)
