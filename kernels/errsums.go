@@ -106,17 +106,18 @@ func (CPU) ErrorSumsInt4(ref []float32, packed []byte, scales []float32, rows, c
 // ErrorSumsFP8Block returns ErrorSums(ref, got, base) for got the FP8 block dequantization of
 // codes (as DequantizeFP8Block writes it), decoding one block row segment at a time.
 func (CPU) ErrorSumsFP8Block(ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int, base int64) (ErrSums, error) {
-	if err := checkFP8Dequant(len(ref), len(codes), len(scale), rows, cols, bh, bw); err != nil {
+	var e ErrAccumulator
+	if err := e.AddFP8Block(ref, codes, scale, rows, cols, bh, bw); err != nil {
 		return ErrSums{}, err
 	}
-	a := newErrAcc()
-	callErrLanesFP8(&a, ref, codes, scale, rows, cols, bh, bw)
-	return a.result(base), nil
+	return e.Result(base), nil
 }
 
 // ErrAccumulator adds the error sums of consecutive pieces of one slice, piece after piece, in
-// the order ErrorSums uses: the result equals that of ErrorSumsInt4 over their concatenation, bit
-// for bit. A caller quantizing a slab chunk by chunk measures each chunk while it is in cache.
+// the order ErrorSums uses: the result equals that of ErrorSums (ErrorSumsInt4,
+// ErrorSumsFP8Block) over their concatenation, bit for bit, whatever the cut. A caller
+// quantizing a slab chunk by chunk measures each chunk while it is in cache. The zero value is
+// empty.
 type ErrAccumulator struct {
 	a   errAcc
 	set bool
@@ -129,18 +130,39 @@ func (e *ErrAccumulator) AddInt4(ref []float32, packed []byte, scales []float32,
 	if err := checkInt4("reference", len(ref), len(packed), len(scales), rows, cols, g); err != nil {
 		return err
 	}
-	if !e.set {
-		e.a, e.set = newErrAcc(), true
-	}
+	e.start()
 	callErrLanesInt4(&e.a, ref, packed, scales, g)
 	return nil
 }
 
-// Result returns the sums of everything added, indices relative to base.
-func (e *ErrAccumulator) Result(base int64) ErrSums {
+// Add adds the error sums of ref against got, as ErrorSums takes them. It panics when got is
+// shorter than ref.
+func (e *ErrAccumulator) Add(ref, got []float32) {
+	e.start()
+	callErrLanes(&e.a, ref, got[:len(ref)])
+}
+
+// AddFP8Block adds the error sums of ref (rows×cols, starting on a block row) against the FP8
+// block dequantization of codes, as ErrorSumsFP8Block takes them.
+func (e *ErrAccumulator) AddFP8Block(ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) error {
+	if err := checkFP8Dequant(len(ref), len(codes), len(scale), rows, cols, bh, bw); err != nil {
+		return err
+	}
+	e.start()
+	callErrLanesFP8(&e.a, ref, codes, scale, rows, cols, bh, bw)
+	return nil
+}
+
+// start makes the zero ErrAccumulator an empty one.
+func (e *ErrAccumulator) start() {
 	if !e.set {
 		e.a, e.set = newErrAcc(), true
 	}
+}
+
+// Result returns the sums of everything added, indices relative to base.
+func (e *ErrAccumulator) Result(base int64) ErrSums {
+	e.start()
 	return e.a.result(base)
 }
 

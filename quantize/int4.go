@@ -51,7 +51,7 @@ func QuantizeInt4(ctx context.Context, w []float32, rows, cols int, opt Int4Opti
 // when large enough: a caller quantizing slab after slab allocates nothing after the first.
 // On error dst's contents are unspecified.
 func QuantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options) error {
-	return quantizeInt4Into(ctx, dst, w, rows, cols, opt, nil)
+	return quantizeInt4Into(ctx, dst, w, rows, cols, opt)
 }
 
 // QuantizeInt4Measured is QuantizeInt4Into that also adds the error of the result to m, as
@@ -60,35 +60,101 @@ func QuantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, c
 // reading the whole slab again.
 func QuantizeInt4Measured(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options, m *Metrics, baseIndex int64) error {
 	if _, cpu := opt.backend().(kernels.CPU); !cpu || opt.Workers != 1 {
-		if err := quantizeInt4Into(ctx, dst, w, rows, cols, opt, nil); err != nil {
+		if err := quantizeInt4Into(ctx, dst, w, rows, cols, opt); err != nil {
 			return err
 		}
 		return m.AddInt4(w, dst, baseIndex)
 	}
-	var acc kernels.ErrAccumulator
-	if err := quantizeInt4Into(ctx, dst, w, rows, cols, opt, &acc); err != nil {
+	if rows < 0 || len(w) != rows*cols {
+		return badShape("INT4 source has %d elements, want %d×%d", len(w), rows, cols)
+	}
+	var b Int4Bands
+	if err := b.Begin(dst, rows, cols, opt); err != nil {
 		return err
 	}
-	m.Merge(metricsOf(acc.Result(baseIndex)))
+	if err := b.Add(ctx, w, rows); err != nil {
+		return err
+	}
+	return b.End(m, baseIndex)
+}
+
+// Int4Bands quantizes a slab with the plain search one band of rows at a time, each band's
+// values given when the caller has them (decoded just before, still in cache), and measures
+// each band as soon as it is quantized: Begin, Add for consecutive bands in row order, End.
+// dst and the error added to m are then those of QuantizeInt4Measured over the whole slab, bit
+// for bit, however the slab is cut. It runs on opt.Backend with one goroutine (opt.Workers is
+// not used); the calibrated quantizers take whole slabs instead.
+type Int4Bands struct {
+	dst    *Int4Result
+	p      kernels.Int4Params
+	be     kernels.Backend
+	first  int // opt.FirstRow
+	next   int // the slab's row the next band starts at
+	acc    kernels.ErrAccumulator
+	scales []float32 // the BF16 scales of a chunk as float32, reused
+}
+
+// Begin starts a slab of rows×cols values quantized into dst (whose storage it reuses).
+func (b *Int4Bands) Begin(dst *Int4Result, rows, cols int, opt Int4Options) error {
+	if err := opt.Validate(cols); err != nil {
+		return err
+	}
+	if rows < 0 {
+		return badShape("INT4 source of %d rows", rows)
+	}
+	p, err := sizeInt4(dst, rows, cols, opt)
+	if err != nil {
+		return err
+	}
+	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales}
 	return nil
 }
 
-// quantizeInt4Into runs the backend's quantizer chunk by chunk; with acc set (one worker: the
-// chunks come in order) it adds each chunk's error sums to acc as soon as the chunk is done.
-func quantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options, acc *kernels.ErrAccumulator) error {
+// Add quantizes and measures the slab's next n rows, whose values w holds.
+func (b *Int4Bands) Add(ctx context.Context, w []float32, n int) error {
+	res := b.dst
+	cols := res.Cols
+	if n < 0 || b.next+n > res.Rows || len(w) != n*cols {
+		return badShape("INT4 band of %d elements at row %d, want %d×%d within %d rows", len(w), b.next, n, cols, res.Rows)
+	}
+	r0 := b.next
+	err := forChunks(ctx, n, slabStep(b.be, chunkElems/max(cols, 1), n), 1, func(c0, c1 int) error {
+		out := res.rowsOut(r0+c0, r0+c1)
+		src := w[c0*cols : c1*cols]
+		if err := b.be.QuantizeInt4(out, src, c1-c0, cols, &b.p); err != nil {
+			return kernelErr(b.be, err, b.first+r0+c0, cols)
+		}
+		b.scales = resize(b.scales, len(out.Scales)/2)
+		kernels.DecodeBF16(b.scales, out.Scales)
+		if err := b.acc.AddInt4(src, out.Packed, b.scales, c1-c0, cols, b.p.GroupSize); err != nil {
+			return fmt.Errorf("quantize: INT4 error sums: %w: %w", ErrBadShape, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.next += n
+	return nil
+}
+
+// End completes the slab: the result's sums, and its error added to m (element i reported as
+// baseIndex+i). Every row must have been added.
+func (b *Int4Bands) End(m *Metrics, baseIndex int64) error {
+	if b.next != b.dst.Rows {
+		return badShape("INT4 slab ended after %d of its %d rows", b.next, b.dst.Rows)
+	}
+	b.dst.sumStats()
+	m.Merge(metricsOf(b.acc.Result(baseIndex)))
+	return nil
+}
+
+// quantizeInt4Into runs the backend's quantizer chunk by chunk over opt.Workers.
+func quantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options) error {
 	be := opt.backend()
-	var scales []float32
 	return quantizeInt4Rows(ctx, dst, w, rows, cols, opt, nil, be, slabStep(be, chunkElems/max(cols, 1), rows),
 		func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error {
-			if err := be.QuantizeInt4(out, src, n, cols, p); err != nil || acc == nil {
-				return err
-			}
-			scales = resize(scales, len(out.Scales)/2)
-			kernels.DecodeBF16(scales, out.Scales)
-			if err := acc.AddInt4(src, out.Packed, scales, n, cols, p.GroupSize); err != nil {
-				return fmt.Errorf("quantize: INT4 error sums: %w: %w", ErrBadShape, err)
-			}
-			return nil
+			return be.QuantizeInt4(out, src, n, cols, p)
 		})
 }
 
@@ -108,42 +174,60 @@ func quantizeInt4Rows(ctx context.Context, res *Int4Result, w []float32, rows, c
 			return err
 		}
 	}
-	p, err := opt.params(cols)
+	p, err := sizeInt4(res, rows, cols, opt)
 	if err != nil {
-		return fmt.Errorf("quantize: %w: %w", ErrInvalidOptions, err)
+		return err
 	}
-	g := p.GroupSize
-	ng := cols / g
-	*res = Int4Result{
-		Rows: rows, Cols: cols, GroupSize: g,
-		Packed: resize(res.Packed, rows*cols/2),
-		Scales: resize(res.Scales, 2*rows*ng),
-		stats:  resize(res.stats, rows*ng),
-	}
-	stats := res.stats
 	err = forChunks(ctx, rows, step, opt.Workers, func(r0, r1 int) error {
-		out := kernels.Int4Out{
-			Packed: res.Packed[r0*cols/2 : r1*cols/2],
-			Scales: res.Scales[2*r0*ng : 2*r1*ng],
-			Stats:  stats[r0*ng : r1*ng],
-		}
-		return kernelErr(be, quant(out, w[r0*cols:r1*cols], r1-r0, &p), r0, cols)
+		return kernelErr(be, quant(res.rowsOut(r0, r1), w[r0*cols:r1*cols], r1-r0, &p), opt.FirstRow+r0, cols)
 	})
 	if err != nil {
 		return err
 	}
+	res.sumStats()
+	return nil
+}
+
+// sizeInt4 sizes res for rows×cols values under opt (reusing its storage) and returns the
+// kernel parameters.
+func sizeInt4(res *Int4Result, rows, cols int, opt Int4Options) (kernels.Int4Params, error) {
+	p, err := opt.params(cols)
+	if err != nil {
+		return p, fmt.Errorf("quantize: %w: %w", ErrInvalidOptions, err)
+	}
+	ng := cols / p.GroupSize
+	*res = Int4Result{
+		Rows: rows, Cols: cols, GroupSize: p.GroupSize,
+		Packed: resize(res.Packed, rows*cols/2),
+		Scales: resize(res.Scales, 2*rows*ng),
+		stats:  resize(res.stats, rows*ng),
+	}
+	return p, nil
+}
+
+// rowsOut returns the kernel's view of rows [r0, r1) of res.
+func (res *Int4Result) rowsOut(r0, r1 int) kernels.Int4Out {
+	cols, ng := res.Cols, res.Cols/res.GroupSize
+	return kernels.Int4Out{
+		Packed: res.Packed[r0*cols/2 : r1*cols/2],
+		Scales: res.Scales[2*r0*ng : 2*r1*ng],
+		Stats:  res.stats[r0*ng : r1*ng],
+	}
+}
+
+// sumStats adds up the per-group sums in row-major order.
+func (res *Int4Result) sumStats() {
 	// In locals, not through res: the sums stay in registers instead of making each addition
 	// wait for the store of the one before (the same additions in the same order).
 	var sumSq, sumSqErr, rtnErr float64
 	var clipped int64
-	for _, st := range stats {
+	for _, st := range res.stats {
 		sumSq += float64(st.SumSq)
 		sumSqErr += float64(st.Err)
 		rtnErr += float64(st.RTNErr)
 		clipped += int64(st.Clipped)
 	}
 	res.SumSq, res.SumSqErr, res.RTNSumSqErr, res.Clipped = sumSq, sumSqErr, rtnErr, clipped
-	return nil
 }
 
 // resize returns b with length n, reusing its storage when large enough. Every kernel writes

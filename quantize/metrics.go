@@ -108,10 +108,39 @@ func (m *Metrics) AddInt4(ref []float32, q *Int4Result, baseIndex int64) error {
 // AddFP8Block is Add(ref, got, baseIndex) for got the dequantization of q (DequantizeFP8Block),
 // computed one block row segment at a time without materialising got.
 func (m *Metrics) AddFP8Block(ref []float32, q *FP8Result, baseIndex int64) error {
-	s, err := kernels.CPU{}.ErrorSumsFP8Block(ref, q.Data, q.ScaleInv, q.Rows, q.Cols, kernels.FP8Block, kernels.FP8Block, baseIndex)
-	if err != nil {
+	var s Measure
+	if err := s.AddFP8Block(ref, q); err != nil {
+		return err
+	}
+	s.MergeInto(m, baseIndex)
+	return nil
+}
+
+// Measure accumulates the error of one slice given piece after piece in element order. Merged
+// into a Metrics (MergeInto) it gives the bits Metrics.Add (AddFP8Block) of the whole slice
+// would, wherever the slice was cut: a caller that decodes and quantizes a slab band by band
+// measures each band while it is in cache. The zero value is empty.
+type Measure struct{ acc kernels.ErrAccumulator }
+
+// Add accumulates the next len(ref) elements: ref against got. It panics when the slices
+// differ in length.
+func (s *Measure) Add(ref, got []float32) {
+	if len(ref) != len(got) {
+		panic(fmt.Sprintf("quantize: Measure.Add: %d reference elements, %d decoded", len(ref), len(got)))
+	}
+	s.acc.Add(ref, got)
+}
+
+// AddFP8Block accumulates the next q.Rows×q.Cols elements: ref against the dequantization of
+// q, which starts on a block row.
+func (s *Measure) AddFP8Block(ref []float32, q *FP8Result) error {
+	if err := s.acc.AddFP8Block(ref, q.Data, q.ScaleInv, q.Rows, q.Cols, kernels.FP8Block, kernels.FP8Block); err != nil {
 		return fmt.Errorf("quantize: FP8 error sums: %w: %w", ErrBadShape, err)
 	}
-	m.Merge(metricsOf(s))
 	return nil
+}
+
+// MergeInto adds everything accumulated to m, element i reported as baseIndex+i.
+func (s *Measure) MergeInto(m *Metrics, baseIndex int64) {
+	m.Merge(metricsOf(s.acc.Result(baseIndex)))
 }

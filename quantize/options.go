@@ -35,6 +35,10 @@ type Int4Options struct {
 	Workers int
 	// Backend runs the loops; nil means kernels.CPU.
 	Backend kernels.Backend
+	// FirstRow is the row of its tensor that the first row given is: errors count rows and
+	// elements from the tensor's start. 0 when the whole tensor is given. The output does not
+	// depend on it.
+	FirstRow int
 }
 
 // Validate reports whether the options can quantize rows of cols elements: cols must be a

@@ -171,6 +171,9 @@ func (wk *worker) process(ctx context.Context, s *slab) error {
 	r := wk.r
 	m := r.plan.Modules[s.mi]
 	rows := s.r1 - s.r0
+	if wk.inBands(m, s) {
+		return wk.processBands(ctx, m, s)
+	}
 	var vals []float32
 	emits := r.emits[s.mi]
 	if (emits[0] && needsValues(m.Prefill)) || (emits[1] && needsValues(m.Decode)) {
@@ -236,7 +239,6 @@ func (wk *worker) emitBoth(ctx context.Context, m *Module, s *slab, vals []float
 // emit writes one output's tensors for a slab and measures what was written.
 func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
 	scheme := m.scheme(kind)
-	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
 	_, rowBytes := rowsOf(m)
 	switch scheme {
@@ -277,25 +279,9 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *M
 		met.Add(vals, wk.deq[:len(vals)], base)
 		return nil
 	case SchemeFP8Block:
-		q := &wk.fp8 // written before the worker's next slab: the storage is reused
-		if err := quantize.QuantizeFP8BlockInto(ctx, q, vals, rows, m.Cols, quantize.FP8Options{Workers: 1, Backend: wk.backend}); err != nil {
-			return fmt.Errorf("convert: %s: %w", m.describe(), err)
-		}
-		name := m.fp8ScaleName(kind)
-		if err := set.write(m.Name+suffixWeight, base, q.Data); err != nil {
+		q, err := wk.quantizeFP8(ctx, set, kind, m, s, vals)
+		if err != nil || wk.null {
 			return err
-		}
-		wk.fp8Scales = grow(wk.fp8Scales, 4*len(q.ScaleInv))
-		sb := wk.fp8Scales
-		for i, v := range q.ScaleInv {
-			binary.LittleEndian.PutUint32(sb[4*i:], math.Float32bits(v))
-		}
-		sc := ceilDiv(int64(m.Cols), FP8BlockSize)
-		if err := set.write(name, int64(s.r0/FP8BlockSize)*sc*4, sb); err != nil {
-			return err
-		}
-		if wk.null {
-			return nil
 		}
 		return met.AddFP8Block(vals, q, base)
 	case SchemeInt4:
@@ -305,35 +291,14 @@ func (wk *worker) emit(ctx context.Context, set *shardSet, kind OutputKind, m *M
 }
 
 func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *slab, vals []float32, met *quantize.Metrics, res *slabResult) error {
-	o := wk.r.plan.Options
 	rows := s.r1 - s.r0
 	base := int64(s.r0) * int64(m.Cols)
-	g := o.group(m.Cols)
-	qg := g
-	if o.GroupSize == PerChannel {
-		qg = 0 // the quantizer's per-channel value; it takes no other group widths
-	}
-	opt := quantize.Int4Options{GroupSize: qg, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend}
-	q, d, measured, err := wk.quantizeInt4(ctx, m, vals, rows, opt, res, met, base)
+	q, d, measured, err := wk.quantizeInt4(ctx, m, vals, rows, wk.int4Options(m, s), res, met, base)
 	if err != nil {
 		return fmt.Errorf("convert: %s: %w", m.describe(), err)
 	}
-	if err := set.write(m.Name+suffixPacked, int64(s.r0)*int64(m.Cols/8)*4, q.Packed); err != nil {
+	if err := wk.writeInt4(set, m, s, q); err != nil || wk.null {
 		return err
-	}
-	if err := set.write(m.Name+suffixScale, int64(s.r0)*int64(m.Cols/g)*2, q.Scales); err != nil {
-		return err
-	}
-	if s.r0 == 0 {
-		shape := make([]byte, 16)
-		binary.LittleEndian.PutUint64(shape, uint64(m.Rows))
-		binary.LittleEndian.PutUint64(shape[8:], uint64(m.Cols))
-		if err := set.write(m.Name+suffixWeightShape, 0, shape); err != nil {
-			return err
-		}
-	}
-	if wk.null {
-		return nil
 	}
 	// The error of the bytes written, from the packed levels: no dequantized copy (the plain
 	// quantizer measured each chunk as it went).
@@ -346,15 +311,72 @@ func (wk *worker) emitInt4(ctx context.Context, set *shardSet, m *Module, s *sla
 	if d != nil {
 		wk.deq = grow(wk.deq, len(vals))
 		deq := wk.deq[:len(vals)]
-		if err := quantize.DequantizeInt4On(wk.backend, deq, q.Packed, q.Scales, safetensors.BF16, rows, m.Cols, g); err != nil {
+		if err := quantize.DequantizeInt4On(wk.backend, deq, q.Packed, q.Scales, safetensors.BF16, rows, m.Cols, wk.r.plan.Options.group(m.Cols)); err != nil {
 			return err
 		}
 		res.wRef, res.wErr = quantize.WeightedSums(vals, deq, d)
 	}
-	// What the compressed-tensors rule would have given, from the kernel's per-group sums: no
-	// second quantization pass.
-	res.rtn = quantize.Metrics{N: int64(len(vals)), SumSqRef: q.SumSq, SumSqErr: q.RTNSumSqErr}
+	res.rtn = rtnMetrics(q)
 	return nil
+}
+
+// rtnMetrics is what the compressed-tensors rule would have given on a slab, from the kernel's
+// per-group sums: no second quantization pass.
+func rtnMetrics(q *quantize.Int4Result) quantize.Metrics {
+	return quantize.Metrics{N: int64(q.Rows) * int64(q.Cols), SumSqRef: q.SumSq, SumSqErr: q.RTNSumSqErr}
+}
+
+// int4Options returns the INT4 quantizer's options for slab s of module m.
+func (wk *worker) int4Options(m *Module, s *slab) quantize.Int4Options {
+	o := wk.r.plan.Options
+	qg := o.group(m.Cols)
+	if o.GroupSize == PerChannel {
+		qg = 0 // the quantizer's per-channel value; it takes no other group widths
+	}
+	return quantize.Int4Options{GroupSize: qg, Method: o.Method, SignedScales: o.SignedScales, Workers: 1, Backend: wk.backend,
+		FirstRow: s.r0}
+}
+
+// writeInt4 writes slab s's INT4 tensors (and the shape tensor, with the first slab).
+func (wk *worker) writeInt4(set *shardSet, m *Module, s *slab, q *quantize.Int4Result) error {
+	if err := set.write(m.Name+suffixPacked, int64(s.r0)*int64(m.Cols/8)*4, q.Packed); err != nil {
+		return err
+	}
+	if err := set.write(m.Name+suffixScale, int64(s.r0)*int64(m.Cols/wk.r.plan.Options.group(m.Cols))*2, q.Scales); err != nil {
+		return err
+	}
+	if s.r0 != 0 {
+		return nil
+	}
+	shape := make([]byte, 16)
+	binary.LittleEndian.PutUint64(shape, uint64(m.Rows))
+	binary.LittleEndian.PutUint64(shape[8:], uint64(m.Cols))
+	return set.write(m.Name+suffixWeightShape, 0, shape)
+}
+
+// quantizeFP8 quantizes slab s of module m (vals) to FP8 blocks and writes them and their
+// scales to output kind. The result lives in the worker's storage until its next FP8 slab.
+func (wk *worker) quantizeFP8(ctx context.Context, set *shardSet, kind OutputKind, m *Module, s *slab, vals []float32) (*quantize.FP8Result, error) {
+	q := &wk.fp8
+	opt := quantize.FP8Options{Workers: 1, Backend: wk.backend, FirstRow: s.r0}
+	if err := quantize.QuantizeFP8BlockInto(ctx, q, vals, s.r1-s.r0, m.Cols, opt); err != nil {
+		return nil, fmt.Errorf("convert: %s: %w", m.describe(), err)
+	}
+	return q, wk.writeFP8(set, kind, m, s, q)
+}
+
+// writeFP8 writes slab s's FP8 codes and scales to output kind.
+func (wk *worker) writeFP8(set *shardSet, kind OutputKind, m *Module, s *slab, q *quantize.FP8Result) error {
+	if err := set.write(m.Name+suffixWeight, int64(s.r0)*int64(m.Cols), q.Data); err != nil {
+		return err
+	}
+	wk.fp8Scales = grow(wk.fp8Scales, 4*len(q.ScaleInv))
+	sb := wk.fp8Scales
+	for i, v := range q.ScaleInv {
+		binary.LittleEndian.PutUint32(sb[4*i:], math.Float32bits(v))
+	}
+	sc := ceilDiv(int64(m.Cols), FP8BlockSize)
+	return set.write(m.fp8ScaleName(kind), int64(s.r0/FP8BlockSize)*sc*4, sb)
 }
 
 // quantizeInt4 quantizes one slab of an INT4 module: plain search, or with the module's

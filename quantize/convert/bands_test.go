@@ -1,0 +1,105 @@
+package convert_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"errors"
+
+	"pdq/quantize"
+	"pdq/quantize/convert"
+)
+
+// bandSources are checkpoints whose tensors cut into several bands, with a last band of fewer
+// than 128 rows, and one tensor of two slabs: a BF16 source, an FP8 one with 128x128 block
+// scales, and a compressed-tensors FP8 one with a scale per output channel.
+func bandSources(t *testing.T) map[string]string {
+	const expert = "model.layers.1.mlp.experts.0.gate_proj"
+	const attn = "model.layers.1.self_attn.q_proj"
+	glm := map[string]any{"model_type": "glm4_moe"}
+	ct := map[string]any{"model_type": "glm4_moe", "quantization_config": map[string]any{
+		"quant_method": "compressed-tensors", "format": "float-quantized"}}
+	var bf16, fp8, ctfp8 []raw
+	bf16 = append(bf16, bf16Tensor("model.embed_tokens.weight", 1, 16, 1024),
+		bf16Tensor(expert+".weight", 2, 300, 1024), bf16Tensor(attn+".weight", 3, 2100, 2048))
+	fp8 = append(fp8, bf16Tensor("model.embed_tokens.weight", 1, 16, 1024))
+	fp8 = append(fp8, fp8Tensor(expert+".weight", 2, 300, 1024, false)...)
+	fp8 = append(fp8, fp8Tensor(attn+".weight", 3, 2100, 2048, false)...)
+	ctfp8 = append(ctfp8, bf16Tensor("model.embed_tokens.weight", 1, 16, 1024))
+	ctfp8 = append(ctfp8, ctFP8Tensor(expert, 2, 300, 1024)...)
+	ctfp8 = append(ctfp8, ctFP8Tensor(attn, 3, 300, 512)...)
+	return map[string]string{
+		"bf16":     writeCheckpoint(t, bf16, glm),
+		"fp8block": writeCheckpoint(t, fp8, fp8Config),
+		"ctfp8":    writeCheckpoint(t, ctfp8, ct),
+	}
+}
+
+// TestBandsAsWholeSlabs: slabs decoded and quantized band by band give every byte of both
+// outputs and of the report that whole slabs give, for each source layout and the options that
+// change which quantizers run (rtn, mse, group sizes, one scale per channel, FP8 dense layers in
+// the decode output, one output alone).
+func TestBandsAsWholeSlabs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("converts 27 checkpoints of 10 MiB twice")
+	}
+	opts := map[string]convert.Options{
+		"rtn-g32":          {GroupSize: 32, Method: quantize.MethodRTN},
+		"mse-g128":         {GroupSize: 128, Method: quantize.MethodMSE},
+		"mse-channel":      {GroupSize: convert.PerChannel, Method: quantize.MethodMSE},
+		"rtn-g64-densefp8": {GroupSize: 64, Method: quantize.MethodRTN, DecodeDense: convert.DenseFP8},
+		"rtn-decode-only":  {GroupSize: 32, Method: quantize.MethodRTN, Only: convert.KindDecode},
+	}
+	for name, src := range bandSources(t) {
+		for oname, o := range opts {
+			t.Run(name+"/"+oname, func(t *testing.T) {
+				o.MaxShardSize = 4 << 20
+				bands := filepath.Join(t.TempDir(), "bands")
+				n := convert.BandSlabs()
+				convertTo(t, src, bands, o, convert.RunOptions{Workers: 2})
+				if convert.BandSlabs() == n {
+					t.Fatal("no slab went through in bands")
+				}
+				restore := convert.SetWholeSlabs(true)
+				defer restore()
+				whole := filepath.Join(t.TempDir(), "whole")
+				n = convert.BandSlabs()
+				convertTo(t, src, whole, o, convert.RunOptions{Workers: 2})
+				if convert.BandSlabs() != n {
+					t.Fatal("slabs went through in bands with whole slabs set")
+				}
+				sameFiles(t, "bands against whole slabs", outputFiles(t, whole), outputFiles(t, bands))
+			})
+		}
+	}
+}
+
+// TestNonFiniteLaterBand: a NaN in a later band of a later slab of an expert is reported at its
+// row and element in the tensor (not in its slab or band), by the quantizer that meets it first,
+// both ways through the worker.
+func TestNonFiniteLaterBand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes an 8 MiB tensor")
+	}
+	const expert = "model.layers.1.mlp.experts.0.gate_proj.weight"
+	const rows, cols = 4200, 1024 // slabs of 4096 and 104 rows
+	const bad = 4150*cols + 5
+	ts := []raw{bf16Tensor("model.embed_tokens.weight", 1, 16, 1024), bf16Tensor(expert, 2, rows, cols)}
+	src := writeCheckpoint(t, withBF16(ts, expert, bad, 0x7fc0), map[string]any{"model_type": "glm4_moe"})
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
+			defer convert.SetWholeSlabs(whole)()
+			for _, only := range []convert.OutputKind{"", convert.KindDecode} {
+				o := smallOptions
+				o.Only = only
+				_, err := runPlan(plan(t, src, o), filepath.Join(t.TempDir(), "out"), convert.RunOptions{Workers: 2})
+				want := fmt.Sprintf("element %d (row %d, column %d) is NaN", bad, bad/cols, bad%cols)
+				if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), expert) {
+					t.Errorf("only %q: got %v, want ErrNonFinite naming %s at %q", only, err, expert, want)
+				}
+			}
+		})
+	}
+}
