@@ -17,12 +17,14 @@ import (
 // at the offset the layout gives. The file is built under a temporary name in the destination
 // directory and appears at its path only when Close has checked that every byte of every tensor was
 // written exactly once. The first error is kept: after it, every call and Close return it and Close
-// removes the temporary file.
+// removes the temporary file. Writes go through a fsutil.DirectFile: the block-aligned middle of a
+// large one goes around the page cache where the file system takes direct I/O, in the background.
 type Writer struct {
 	path, temp string
 	layout     *Layout
 	index      map[string]int // name -> position in layout.Tensors
 	f          *os.File
+	out        *fsutil.DirectFile // writes f, large tensors' aligned middles around the page cache
 
 	mu       sync.Mutex
 	covered  []fsutil.Coverage // per tensor: the ranges written, relative to its start, with their checksums
@@ -68,7 +70,7 @@ func Create(path string, layout *Layout) (*Writer, error) {
 
 // newWriter is a Writer of layout into the open temporary file f, nothing written yet.
 func newWriter(path, temp string, layout *Layout, f *os.File) *Writer {
-	w := &Writer{path: path, temp: temp, layout: layout, f: f, covered: make([]fsutil.Coverage, len(layout.Tensors)),
+	w := &Writer{path: path, temp: temp, layout: layout, f: f, out: fsutil.NewDirectFile(temp, f), covered: make([]fsutil.Coverage, len(layout.Tensors)),
 		index: make(map[string]int, len(layout.Tensors))}
 	for i := range layout.Tensors {
 		w.index[layout.Tensors[i].Name] = i
@@ -125,21 +127,28 @@ func (w *Writer) WriteTensor(name string, data []byte) error {
 
 // WriteTensorAt writes data at offset off from the start of the named tensor. The range must lie
 // inside the tensor and not overlap anything written before (ErrWriteMismatch otherwise). It may be
-// called from several goroutines at once.
+// called from several goroutines at once. It returns once data may be reused: the part written
+// directly may still be on its way to the device (fsutil.DirectFile.WriteAtAsync), and an error
+// there is returned by a later call and by Close, which waits for every write.
 func (w *Writer) WriteTensorAt(name string, off int64, data []byte) error {
 	abs, err := w.reserve(name, off, int64(len(data)), fsutil.UpdateCRC32C(0, data))
 	if err != nil || len(data) == 0 {
 		return err
 	}
-	defer w.inflight.Done()
-	if _, err := w.f.WriteAt(data, abs); err != nil {
-		return w.fail(fmt.Errorf("safetensors: %s: tensor %q: %w", w.temp, name, err))
-	}
-	if w.unsynced.Add(int64(len(data))) >= writeBackEvery {
-		w.unsynced.Store(0)
-		fsutil.StartWriteBack(w.f)
-	}
-	return nil
+	w.out.WriteAtAsync(data, abs, func(cached int, err error) {
+		defer w.inflight.Done()
+		if err != nil {
+			w.fail(fmt.Errorf("safetensors: %s: tensor %q: %w", w.temp, name, err))
+			return
+		}
+		if w.unsynced.Add(int64(cached)) >= writeBackEvery {
+			w.unsynced.Store(0)
+			fsutil.StartWriteBack(w.f)
+		}
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err // this write's error when it failed before returning, or an earlier one's
 }
 
 // reserve checks a write and records its range as covered. For a non-empty write it returns the
@@ -259,6 +268,7 @@ func (w *Writer) Close() error {
 		sum = w.fileCRC()
 		err = w.f.Sync()
 	}
+	w.out.Close()
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
@@ -296,6 +306,7 @@ func (w *Writer) Abort() error {
 	if !w.stop("aborted") {
 		return nil
 	}
+	w.out.Close()
 	w.f.Close()
 	if err := os.Remove(w.temp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("safetensors: %w", err)

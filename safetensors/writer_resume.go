@@ -45,6 +45,7 @@ func Resume(path string, layout *Layout, kept map[string]uint32) (*Writer, error
 	for name, crc := range kept {
 		i, ok := w.index[name]
 		if !ok {
+			w.out.Close()
 			f.Close()
 			return nil, fmt.Errorf("safetensors: %s: tensor %q: %w: not in the layout", path, name, ErrWriteMismatch)
 		}
@@ -59,5 +60,6 @@ func (w *Writer) Detach() error {
 	if !w.stop("detached") {
 		return nil
 	}
+	w.out.Close()
 	return w.f.Close()
 }

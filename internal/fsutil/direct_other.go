@@ -11,3 +11,5 @@ import (
 func directRefused(error) bool { return false }
 
 func openDirectFile(string) (*os.File, error) { return nil, errors.ErrUnsupported }
+
+func cacheBacked(*os.File) bool { return false }

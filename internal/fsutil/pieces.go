@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 )
 
 // ErrPieces: a PieceFile was handed a piece outside the file or overlapping one written before,
@@ -18,20 +16,18 @@ var ErrPieces = errors.New("file pieces do not tile the file")
 // It is built under PartialName(path), created fresh, and appears at path only when Commit has
 // checked that every byte was written exactly once. The CRC-32C of each piece is taken as it is
 // written and the checksums combine (Coverage), so Commit knows the file's checksum without
-// reading it back. Where the file system takes direct I/O (Linux O_DIRECT), the block-aligned
-// middle of a piece whose buffer is aligned like its offset (AlignedLike) goes around the page
-// cache: a copy of hundreds of gigabytes then neither evicts what the rest of the run reads nor pays for
-// cache pages it never reads again; the edges, and everything when direct writes are refused or
-// PDQ_DIRECT_IO=0, go through the cache. Its methods may be called from several goroutines.
+// reading it back. Pieces are written through a DirectFile: where the file system takes direct
+// I/O, the block-aligned middle of a large piece goes around the page cache, so that a copy of
+// hundreds of gigabytes neither evicts what the rest of the run reads nor pays for cache pages
+// it never reads again. Its methods may be called from several goroutines.
 type PieceFile struct {
 	path, temp string
 	size       int64
-	f          *os.File // the temporary file
-	d          *os.File // the same file opened for direct writes, or nil
-	cloned     bool     // the file shares its source's blocks: pieces are checksummed, not written
+	f          *os.File    // the temporary file
+	out        *DirectFile // f, large pieces' aligned middles written directly; nil for a clone
+	cloned     bool        // the file shares its source's blocks: pieces are checksummed, not written
 
 	mu      sync.Mutex
-	refused bool // a direct write was refused: the rest go through the page cache
 	covered Coverage
 	err     error
 	done    bool
@@ -48,11 +44,7 @@ func CreatePieces(path string, perm os.FileMode, size int64) (*PieceFile, error)
 		os.Remove(temp)
 		return nil, err
 	}
-	p := &PieceFile{path: path, temp: temp, size: size, f: f}
-	if !noDirect {
-		p.d = openDirect(temp, f)
-	}
-	return p, nil
+	return &PieceFile{path: path, temp: temp, size: size, f: f, out: NewDirectFile(temp, f)}, nil
 }
 
 // ErrNotCloned: ClonePieces could not share the source's blocks because the file system makes
@@ -100,22 +92,6 @@ func ClonePieces(path string, perm os.FileMode, src *os.File, size int64) (*Piec
 // Cloned reports whether the file shares its source's blocks (ClonePieces).
 func (p *PieceFile) Cloned() bool { return p.cloned }
 
-// openDirect opens the file f was created as a second time for direct writes, or returns nil
-// (the file system refuses O_DIRECT, or the name no longer leads to f's file).
-func openDirect(name string, f *os.File) *os.File {
-	d, err := openDirectFile(name)
-	if err != nil {
-		return nil
-	}
-	a, errA := f.Stat()
-	b, errB := d.Stat()
-	if errA != nil || errB != nil || !os.SameFile(a, b) {
-		d.Close()
-		return nil
-	}
-	return d
-}
-
 // Size is the file's size.
 func (p *PieceFile) Size() int64 { return p.size }
 
@@ -143,51 +119,20 @@ func (p *PieceFile) WriteAtSum(b []byte, off int64, crc uint32) error {
 			err = p.failLocked(fmt.Errorf("%s: %w: bytes [%d, %d) overlap bytes [%d, %d) written before", p.path, ErrPieces, off, off+n, hit.Lo, hit.Hi))
 		}
 	}
-	d := p.d
-	if p.refused {
-		d = nil
-	}
+	out := p.out
 	p.mu.Unlock()
 	if err != nil || n == 0 || p.cloned {
 		return err
 	}
-	if err := p.write(d, b, off); err != nil {
+	if out == nil {
+		return fmt.Errorf("%s: write after commit or abort: %w", p.path, os.ErrClosed)
+	}
+	if _, err := out.WriteAt(b, off); err != nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.failLocked(fmt.Errorf("%s: %w", p.temp, err))
 	}
 	return nil
-}
-
-// write puts b at off: its aligned middle through d when b's address there is aligned too, the
-// rest through the page cache.
-func (p *PieceFile) write(d *os.File, b []byte, off int64) error {
-	end := off + int64(len(b))
-	lo := (off + directAlign - 1) &^ (directAlign - 1)
-	hi := end &^ (directAlign - 1)
-	if d != nil && hi > lo && addrOf(b[lo-off:])%directAlign == 0 {
-		k, err := d.WriteAt(b[lo-off:hi-off], lo)
-		directBytes.Add(int64(k))
-		if err != nil && !directRefused(err) {
-			return err
-		}
-		if err != nil { // the file system takes no direct writes after all
-			p.mu.Lock()
-			p.refused = true // d stays open for writes of other goroutines in flight; closeFiles closes it
-			p.mu.Unlock()
-			_, err = p.f.WriteAt(b[lo-off+int64(k):hi-off], lo+int64(k))
-			if err != nil {
-				return err
-			}
-		}
-		if _, err := p.f.WriteAt(b[:lo-off], off); err != nil {
-			return err
-		}
-		_, err = p.f.WriteAt(b[hi-off:], hi)
-		return err
-	}
-	_, err := p.f.WriteAt(b, off)
-	return err
 }
 
 // Gaps returns the ranges not written yet, in order.
@@ -241,11 +186,11 @@ func (p *PieceFile) Abort() {
 // closeFiles closes both descriptors, keeping the first error in *err.
 func (p *PieceFile) closeFiles(err *error) {
 	p.mu.Lock()
-	d := p.d
-	p.d = nil
+	out := p.out
+	p.out = nil
 	p.mu.Unlock()
-	if d != nil {
-		d.Close()
+	if out != nil {
+		out.Close()
 	}
 	if cerr := p.f.Close(); *err == nil {
 		*err = cerr
@@ -258,26 +203,3 @@ func (p *PieceFile) failLocked(err error) error {
 	}
 	return p.err
 }
-
-// DirectAlign is the alignment of offsets, lengths and buffer addresses direct writes get (the
-// largest logical block size in common use).
-const DirectAlign = 4096
-
-const directAlign = DirectAlign
-
-// AlignedLike returns n bytes of raw starting at an address congruent to off modulo DirectAlign,
-// so that the block-aligned middle of a piece written at off can go out directly; raw must hold
-// n+DirectAlign bytes.
-func AlignedLike(raw []byte, off int64, n int) []byte {
-	shift := int((uintptr(off) - addrOf(raw)) % directAlign)
-	return raw[shift : shift+n]
-}
-
-func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
-
-// noDirect turns direct writes off (PDQ_DIRECT_IO=0): for file systems where O_DIRECT is
-// accepted but slow, such as some network mounts.
-var noDirect = os.Getenv("PDQ_DIRECT_IO") == "0"
-
-// directBytes counts the bytes written directly (tests look at it).
-var directBytes atomic.Int64
