@@ -133,7 +133,8 @@ func (x *DirectFile) WriteAtAsync(b []byte, off int64, done func(cached int, err
 	lo := (off + directAlign - 1) &^ (directAlign - 1)
 	hi := end &^ (directAlign - 1)
 	if !x.goesDirect(hi - lo) {
-		done(x.WriteAt(b, off))
+		_, err := x.f.WriteAt(b, off) // not WriteAt: that would count b against the budget again
+		done(len(b), err)
 		return
 	}
 	edges := int(lo-off) + int(end-hi)
