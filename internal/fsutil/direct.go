@@ -301,3 +301,7 @@ func init() {
 
 // directBytes counts the bytes written directly (tests look at it).
 var directBytes atomic.Int64
+
+// DirectBytes returns how many bytes the process has written with direct I/O so far: a test
+// that means to exercise direct writes checks that some happened.
+func DirectBytes() int64 { return directBytes.Load() }
