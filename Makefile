@@ -15,7 +15,7 @@ export CGO_ENABLED ?= 0
 # experiment the scalar loops build and give the same bytes.
 export GOEXPERIMENT ?= simd
 
-.PHONY: all build test test-short test-simd test-avx2-emu test-slurm test-deploy lint bench quality demo tools clean
+.PHONY: all build test test-direct test-short test-simd test-avx2-emu test-slurm test-deploy lint bench quality demo tools clean
 
 all: lint build test
 
@@ -23,9 +23,19 @@ all: lint build test
 build:
 	$(GO) build -trimpath -o $(BIN)/pdq ./cmd/pdq
 
-## test: every test, including the object-store tests against a local versitygw S3 server
+## test: every test, including the object-store tests against a local versitygw S3 server, then
+## test-direct
 test: tools
 	VERSITYGW=$(VERSITYGW) $(GO) test -timeout 30m $(PKGS)
+	$(MAKE) --no-print-directory test-direct
+
+## test-direct: the golden, resume, cancellation and band tests with every large output write
+## direct (PDQ_DIRECT_IO=1): the outputs of a test run fit in the 1 GiB a process writes through
+## the cache first, so the plain run meets direct and background writes only in internal/fsutil
+## and TestFullDiskDirect
+DIRECT_TESTS := -count=1 -run 'Golden|Resume|Cancel|Determin|Bands|Copy|Concurrent|Writer' ./quantize/convert ./safetensors
+test-direct:
+	PDQ_DIRECT_IO=1 $(GO) test $(DIRECT_TESTS)
 
 ## test-simd: the golden hashes and the SIMD-against-scalar tests under every build the kernels
 ## have: without the experiment (scalar only), GOAMD64=v1 and v3 (and v4 on an AVX-512 CPU), and

@@ -61,6 +61,7 @@ func Create(path string, layout *Layout) (*Writer, error) {
 		err = fsutil.Preallocate(f, layout.FileSize)
 	}
 	if err != nil { // both name the file
+		w.out.Close()
 		f.Close()
 		os.Remove(temp)
 		return nil, fmt.Errorf("safetensors: %w", err)

@@ -64,13 +64,12 @@ var cachedWrites atomic.Int64
 
 // WriteAt writes b at off and returns how many of its bytes went through the page cache.
 func (x *DirectFile) WriteAt(b []byte, off int64) (cached int, err error) {
-	end := off + int64(len(b))
-	lo := (off + directAlign - 1) &^ (directAlign - 1)
-	hi := end &^ (directAlign - 1)
+	lo, hi := middle(off, len(b))
 	if !x.goesDirect(hi - lo) {
 		_, err := x.f.WriteAt(b, off)
 		return len(b), err
 	}
+	end := off + int64(len(b))
 	cached, err = x.direct(b[lo-off:hi-off], lo)
 	if err != nil {
 		return cached, err
@@ -80,6 +79,12 @@ func (x *DirectFile) WriteAt(b []byte, off int64) (cached int, err error) {
 	}
 	_, err = x.f.WriteAt(b[hi-off:], hi)
 	return cached + int(lo-off) + int(end-hi), err
+}
+
+// middle returns the block-aligned middle [lo, hi) of n bytes at off (hi < lo when there is
+// none).
+func middle(off int64, n int) (lo, hi int64) {
+	return (off + directAlign - 1) &^ (directAlign - 1), (off + int64(n)) &^ (directAlign - 1)
 }
 
 // direct writes b (a multiple of the block size long) at the aligned offset off directly: from
@@ -130,10 +135,9 @@ func (x *DirectFile) refusedRest(err error, rest []byte, off int64) (int, error)
 // gives the device's pace to whoever writes faster than it.
 func (x *DirectFile) WriteAtAsync(b []byte, off int64, done func(cached int, err error)) {
 	end := off + int64(len(b))
-	lo := (off + directAlign - 1) &^ (directAlign - 1)
-	hi := end &^ (directAlign - 1)
-	if !x.goesDirect(hi - lo) {
-		_, err := x.f.WriteAt(b, off) // not WriteAt: that would count b against the budget again
+	lo, hi := middle(off, len(b))
+	if !x.goesDirect(hi - lo) { // counted against the budget once: not through WriteAt
+		_, err := x.f.WriteAt(b, off)
 		done(len(b), err)
 		return
 	}
@@ -297,3 +301,7 @@ func init() {
 
 // directBytes counts the bytes written directly (tests look at it).
 var directBytes atomic.Int64
+
+// DirectBytes returns how many bytes the process has written with direct I/O so far: a test
+// that means to exercise direct writes checks that some happened.
+func DirectBytes() int64 { return directBytes.Load() }

@@ -120,7 +120,8 @@ func TestDirectFile(t *testing.T) {
 }
 
 // TestDirectFileBudget: large writes go through the cache until the process has put its
-// budget through it, then directly; small ones always through the cache; WriteAtAsync too.
+// budget through it, then directly; small ones always through the cache; WriteAtAsync too,
+// counting what it puts through the cache once.
 func TestDirectFileBudget(t *testing.T) {
 	dir := t.TempDir()
 	if !func() bool { defer setCacheBudget(0)(); return directTaken(t, dir) }() {
@@ -145,7 +146,7 @@ func TestDirectFileBudget(t *testing.T) {
 		before := directBytes.Load()
 		off := int64(i) * 8 * directMin
 		if c.async {
-			done := make(chan error, 1)
+			done := make(chan error, 1) // done may run before WriteAtAsync returns
 			x.WriteAtAsync(buf[:c.n], off, func(_ int, err error) { done <- err })
 			err = <-done
 		} else {

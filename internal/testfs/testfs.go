@@ -1,6 +1,7 @@
 // Package testfs mounts small file systems for tests that need a kind the machine's own
-// directories may not be: a tmpfs to fill, an XFS whose files can be cloned. Mounting needs
-// root (CI runs as root and installs xfsprogs); elsewhere the tests that need one skip.
+// directories may not be: a tmpfs to fill, an XFS whose files can be cloned, an ext2 whose
+// files cannot be preallocated. Mounting needs root (CI runs as root and installs xfsprogs);
+// elsewhere the tests that need one skip.
 package testfs
 
 import (
@@ -47,6 +48,35 @@ func XFS(t testing.TB, size int64) string {
 	dir := mountPoint(t, "xfs")
 	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount an XFS image (needs root and a loop device): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// Ext2 mounts a fresh ext2 file system of size bytes from a sparse image in a temporary
+// directory and returns the path of its root, or skips the test where that cannot be done (not
+// root, no mkfs.ext2, no loop device). It takes direct I/O but no preallocation (its files map
+// blocks without extents, so fallocate is refused): files are sparse, and a full disk meets the
+// writes themselves, direct ones included.
+func Ext2(t testing.TB, size int64) string {
+	t.Helper()
+	mkfs, err := exec.LookPath("mkfs.ext2")
+	if err != nil {
+		t.Skip("mkfs.ext2 not installed (Debian: e2fsprogs)")
+	}
+	img := filepath.Join(t.TempDir(), "ext2.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(mkfs, "-q", "-F", "-m", "0", img).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.ext2: %v %s", err, out)
+	}
+	dir := mountPoint(t, "ext2")
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount an ext2 image (needs root and a loop device): %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
 	return dir
