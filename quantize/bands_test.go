@@ -28,17 +28,7 @@ func TestInt4BandsAsWhole(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	var dst, want Int4Result
 	var b Int4Bands
-	for _, tc := range []struct {
-		rows, cols int
-		opt        Int4Options
-	}{
-		{300, 1024, Int4Options{GroupSize: 32, Method: MethodRTN}},
-		{300, 1024, Int4Options{GroupSize: 32, Method: MethodMSE}},
-		{97, 768, Int4Options{GroupSize: 128, Method: MethodMSE}},
-		{64, 512, Int4Options{GroupSize: 64, Method: MethodMSE, SignedScales: true}},
-		{5, 4096, Int4Options{GroupSize: 0, Method: MethodRTN}},
-		{0, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
-	} {
+	for _, tc := range measuredCases {
 		w := randWeights(uint64(tc.rows*tc.cols), tc.rows*tc.cols, true)
 		for round := range 3 {
 			o := tc.opt

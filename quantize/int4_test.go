@@ -368,6 +368,21 @@ func TestDequantizeInt4Errors(t *testing.T) {
 	}
 }
 
+// measuredCases are the slabs and options the tests of measured quantization take: every
+// method, group sizes and one scale per row, a single row and none.
+var measuredCases = []struct {
+	rows, cols int
+	opt        Int4Options
+}{
+	{300, 1024, Int4Options{GroupSize: 32, Method: MethodRTN}},
+	{300, 1024, Int4Options{GroupSize: 32, Method: MethodMSE}},
+	{97, 768, Int4Options{GroupSize: 128, Method: MethodMSE}},
+	{64, 512, Int4Options{GroupSize: 64, Method: MethodMSE, SignedScales: true}},
+	{5, 4096, Int4Options{GroupSize: 0, Method: MethodRTN}},
+	{1, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
+	{0, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
+}
+
 // TestQuantizeInt4Measured: measuring chunk by chunk while quantizing gives the bytes of
 // QuantizeInt4 and the metrics of AddInt4 over the whole slab, bit for bit, for every method,
 // group size and worker count (more than one worker takes the separate pass), and reusing the
@@ -375,18 +390,7 @@ func TestDequantizeInt4Errors(t *testing.T) {
 func TestQuantizeInt4Measured(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	var dst Int4Result
-	for _, tc := range []struct {
-		rows, cols int
-		opt        Int4Options
-	}{
-		{300, 1024, Int4Options{GroupSize: 32, Method: MethodRTN}},
-		{300, 1024, Int4Options{GroupSize: 32, Method: MethodMSE}},
-		{97, 768, Int4Options{GroupSize: 128, Method: MethodMSE}},
-		{64, 512, Int4Options{GroupSize: 64, Method: MethodMSE, SignedScales: true}},
-		{5, 4096, Int4Options{GroupSize: 0, Method: MethodRTN}},
-		{1, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
-		{0, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
-	} {
+	for _, tc := range measuredCases {
 		w := make([]float32, tc.rows*tc.cols)
 		for i := range w {
 			w[i] = float32(r.NormFloat64()) * 0.02

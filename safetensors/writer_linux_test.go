@@ -1,27 +1,11 @@
 package safetensors
 
 import (
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-)
 
-// openFiles returns the descriptors of this process open on path (a removed file included).
-func openFiles(t *testing.T, path string) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	var open []string
-	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, path) {
-			open = append(open, e.Name()+" -> "+l)
-		}
-	}
-	return open
-}
+	"pdq/internal/testfs"
+)
 
 // TestCreateFailureClosesFiles: a Create that fails after making its temporary file (the
 // whole size cannot be reserved: a full disk, or here a file larger than the file system takes)
@@ -37,7 +21,7 @@ func TestCreateFailureClosesFiles(t *testing.T) {
 		w.Abort()
 		t.Skipf("%s reserved an exbibyte", filepath.Dir(path))
 	}
-	if open := openFiles(t, filepath.Dir(path)); len(open) > 0 {
+	if open := testfs.OpenUnder(t, filepath.Dir(path)+"/"); len(open) > 0 {
 		t.Errorf("failed Create left descriptors open: %v", open)
 	}
 }

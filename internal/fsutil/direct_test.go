@@ -18,16 +18,32 @@ func setCacheBudget(n int64) (restore func()) {
 	return func() { cacheBudget = old; cachedWrites.Store(used) }
 }
 
-// directTaken reports whether dir's file system takes direct writes that gain something (not
-// tmpfs): a probe file written through a DirectFile.
-func directTaken(t *testing.T, dir string) bool {
-	f, err := os.Create(filepath.Join(dir, "probe"))
+// newDirectFile creates the file at path and returns a DirectFile of it, both closed when the
+// test ends.
+func newDirectFile(t *testing.T, path string) *DirectFile {
+	t.Helper()
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	x := NewDirectFile(f.Name(), f)
-	defer x.Close()
+	t.Cleanup(func() { x.Close(); f.Close() })
+	return x
+}
+
+// randomBytes returns n bytes from rng.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// directTaken reports whether dir's file system takes direct writes that gain something (not
+// tmpfs): a probe file written through a DirectFile.
+func directTaken(t *testing.T, dir string) bool {
+	x := newDirectFile(t, filepath.Join(dir, "probe"))
 	before := directBytes.Load()
 	if _, err := x.WriteAt(make([]byte, 2*directMin), 0); err != nil {
 		t.Fatal(err)
@@ -47,10 +63,7 @@ func TestDirectFile(t *testing.T) {
 		taken := directTaken(t, dir)
 		t.Logf("%s: direct writes taken: %v", dir, taken)
 		const size = 9<<20 + 4321
-		data := make([]byte, size)
-		for i := range data {
-			data[i] = byte(rng.Uint32())
-		}
+		data := randomBytes(rng, size)
 		var cuts []int
 		for pos := 0; pos < size; {
 			cuts = append(cuts, pos)
@@ -128,13 +141,8 @@ func TestDirectFileBudget(t *testing.T) {
 		t.Skipf("%s takes no direct writes", dir)
 	}
 	defer setCacheBudget(3 * directMin)()
-	f, err := os.Create(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	x := NewDirectFile(f.Name(), f)
-	defer x.Close()
+	x := newDirectFile(t, filepath.Join(dir, "out"))
+	var err error
 	buf := AlignedLike(make([]byte, 8*directMin+DirectAlign), 0, 8*directMin)
 	for i, c := range []struct {
 		n, direct int

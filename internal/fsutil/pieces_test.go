@@ -19,10 +19,7 @@ func TestPieceFile(t *testing.T) {
 	for _, dir := range testDirs(t) {
 		before := directBytes.Load()
 		for _, size := range []int{0, 1, 4095, 4096, 3<<20 + 777} {
-			data := make([]byte, size)
-			for i := range data {
-				data[i] = byte(rng.Uint32())
-			}
+			data := randomBytes(rng, size)
 			var cuts []int
 			for pos := 0; pos < size; {
 				cuts = append(cuts, pos)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -91,4 +92,22 @@ func mountPoint(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// OpenUnder returns this process's descriptors open on files whose paths start with prefix
+// (removed files too, which the kernel names with " (deleted)"), as "fd -> path"; it skips the
+// test where /proc/self/fd cannot be read.
+func OpenUnder(t testing.TB, prefix string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	var open []string
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, prefix) {
+			open = append(open, e.Name()+" -> "+l)
+		}
+	}
+	return open
 }

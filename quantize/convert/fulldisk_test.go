@@ -54,12 +54,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	t.Logf("full disk: %v", err)
 	checkUnfinished(t, out)
-	filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".partial") {
-			t.Errorf("temporary file left behind: %s", path)
-		}
-		return nil
-	})
+	checkNoPartial(t, out)
 
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
@@ -125,13 +120,8 @@ func TestFullDiskDirect(t *testing.T) {
 				}
 				t.Logf("full disk: %v", err)
 				checkUnfinished(t, out)
-				filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
-					if err == nil && strings.HasSuffix(path, ".partial") {
-						t.Errorf("temporary file left behind: %s", path)
-					}
-					return nil
-				})
-				if open := openUnder(t, fs); len(open) > 0 {
+				checkNoPartial(t, out)
+				if open := testfs.OpenUnder(t, fs+"/"); len(open) > 0 {
 					t.Errorf("descriptors left open after the failed run: %v", open)
 				}
 				if err := os.Remove(ballast); err != nil {
@@ -147,20 +137,4 @@ func TestFullDiskDirect(t *testing.T) {
 			})
 		}
 	}
-}
-
-// openUnder returns this process's descriptors open on files under dir (removed ones too).
-func openUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	var open []string
-	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, dir+"/") {
-			open = append(open, l)
-		}
-	}
-	return open
 }
