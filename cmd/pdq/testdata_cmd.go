@@ -27,6 +27,7 @@ type genOptions struct {
 	headerOnly bool
 	layers     int
 	experts    int
+	vocab      int
 	workers    int
 }
 
@@ -54,10 +55,11 @@ bytes; --config lays out a real model from its config.json (use with --header-on
 full-size copy that costs no disk). The same flags and --seed always give byte-identical files.`,
 		Example: `  pdq testdata gen --out /tmp/tiny
   pdq testdata gen --out /tmp/fp8 --style deepseek --fp8 --size 2GiB
-  pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only  # from the repository root`,
+  pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only  # from the repository root
+  pdq testdata gen --out /tmp/kimi6 --config testdata/configs/kimi-k2-instruct.json --layers 6 --experts 8 --vocab 8192  # 5.8 GiB of real shapes`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, name := range []string{"layers", "experts"} {
+			for _, name := range []string{"layers", "experts", "vocab"} {
 				if n, _ := cmd.Flags().GetInt(name); cmd.Flags().Changed(name) && n < 1 {
 					return usagef("--%s %d: want at least 1", name, n)
 				}
@@ -77,6 +79,7 @@ full-size copy that costs no disk). The same flags and --seed always give byte-i
 	f.BoolVar(&o.headerOnly, "header-only", false, "write real headers and sparse files without data")
 	f.IntVar(&o.layers, "layers", 0, "override the number of layers (at least 1)")
 	f.IntVar(&o.experts, "experts", 0, "override the number of routed experts (at least 1)")
+	f.IntVar(&o.vocab, "vocab", 0, "override the vocabulary size (at least 1): a real model's shapes without its embeddings' gigabytes")
 	f.IntVar(&o.workers, "workers", 0, "parallel generators (default: number of CPUs)")
 	gen.MarkFlagRequired("out")
 	root.AddCommand(gen)
@@ -113,6 +116,10 @@ func runGen(cmd *cobra.Command, o genOptions) error {
 	}
 	if o.experts > 0 {
 		m.Experts = o.experts
+		m.ExpertsPerTok = min(m.ExpertsPerTok, o.experts)
+	}
+	if o.vocab > 0 {
+		m.Vocab = o.vocab
 	}
 	if o.maxShard == 0 {
 		data := synth.Options{Model: m, DType: dt, FP8: o.fp8}.DataBytes()

@@ -75,6 +75,7 @@ func TestHelpText(t *testing.T) {
 	}{
 		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "a"), "--experts", "0"}, "--experts 0: want at least 1"},
 		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "b"), "--layers", "0"}, "--layers 0: want at least 1"},
+		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "d"), "--vocab", "-3"}, "--vocab -3: want at least 1"},
 		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "c"), "--config", "glm-5.json"}, "testdata/configs"},
 		{[]string{"plan", dir, "--group-size", "48"}, "--group-size 48: want 32, 64 or 128, or 0 for one scale per output channel"},
 	} {
