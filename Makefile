@@ -77,6 +77,9 @@ lint:
 	@out=$$(gofmt -l cmd quantize safetensors calib kernels internal publish tools 2>/dev/null); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	GOOS=linux GOARCH=arm64 $(GO) vet $(PKGS)
+	GOOS=darwin GOARCH=arm64 $(GO) vet $(PKGS)
+	GOOS=freebsd GOARCH=amd64 $(GO) vet $(PKGS)
 
 ## bench: codec, quantization and publishing benchmarks (one core, as the docs quote them);
 ## BenchmarkKernel* in ./kernels report every SIMD level side by side

@@ -109,7 +109,7 @@ func TestFullDiskDirect(t *testing.T) {
 					t.Fatal(err)
 				}
 				ballast := filepath.Join(fs, "ballast")
-				if err := os.WriteFile(ballast, make([]byte, int64(st.Bavail)*st.Bsize-total*pct/100), 0o644); err != nil {
+				if err := os.WriteFile(ballast, make([]byte, int64(st.Bavail)*int64(st.Bsize)-total*pct/100), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				out := filepath.Join(fs, "out")
