@@ -129,3 +129,29 @@ func BenchmarkMetricsAdd(b *testing.B) {
 	}
 	perWeight(b, len(w), cpu0)
 }
+
+// BenchmarkQuantizeInt4Measured times the band path of a conversion on one slab, quantization
+// and error sums (QuantizeInt4Measured, one worker), for the test checkpoints' expert shape and
+// a real model's (Kimi K2's 2048×7168).
+func BenchmarkQuantizeInt4Measured(b *testing.B) {
+	for _, c := range []struct {
+		name       string
+		rows, cols int
+	}{{"512x1024", 512, 1024}, {"2048x7168", 2048, 7168}} {
+		b.Run("rtn/g32/"+c.name, func(b *testing.B) {
+			w := qref.Synthetic(qref.Gauss, c.rows, c.cols, qref.Sigma, 1)
+			opt := Int4Options{GroupSize: 32, Method: MethodRTN, Workers: 1}
+			var dst Int4Result
+			b.SetBytes(int64(4 * len(w)))
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				var m Metrics
+				if err := QuantizeInt4Measured(context.Background(), &dst, w, c.rows, c.cols, opt, &m, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perWeight(b, len(w), cpu0)
+		})
+	}
+}

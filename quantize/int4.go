@@ -91,7 +91,9 @@ type Int4Bands struct {
 	first  int // opt.FirstRow
 	next   int // the slab's row the next band starts at
 	acc    kernels.ErrAccumulator
-	scales []float32 // the BF16 scales of a chunk as float32, reused
+	scales []float32            // the BF16 scales of a chunk as float32, reused
+	stats  []kernels.GroupStats // the group sums of a chunk, reused: added to sums at once
+	sums   statSums             // the slab's group sums so far, in row-major order
 }
 
 // Begin starts a slab of rows×cols values quantized into dst (whose storage it reuses).
@@ -102,11 +104,11 @@ func (b *Int4Bands) Begin(dst *Int4Result, rows, cols int, opt Int4Options) erro
 	if rows < 0 {
 		return badShape("INT4 source of %d rows", rows)
 	}
-	p, err := sizeInt4(dst, rows, cols, opt)
+	p, err := sizeInt4(dst, rows, cols, opt, false)
 	if err != nil {
 		return err
 	}
-	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales}
+	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales, stats: b.stats}
 	return nil
 }
 
@@ -119,11 +121,13 @@ func (b *Int4Bands) Add(ctx context.Context, w []float32, n int) error {
 	}
 	r0 := b.next
 	err := forChunks(ctx, n, slabStep(b.be, chunkElems/max(cols, 1), n), 1, func(c0, c1 int) error {
-		out := res.rowsOut(r0+c0, r0+c1)
+		b.stats = resize(b.stats, (c1-c0)*cols/res.GroupSize)
+		out := res.rowsOut(r0+c0, r0+c1, b.stats)
 		src := w[c0*cols : c1*cols]
 		if err := b.be.QuantizeInt4(out, src, c1-c0, cols, &b.p); err != nil {
 			return kernelErr(b.be, err, b.first+r0+c0, cols)
 		}
+		b.sums.add(out.Stats) // one goroutine, chunks in order: the slab's row-major order
 		b.scales = resize(b.scales, len(out.Scales)/2)
 		kernels.DecodeBF16(b.scales, out.Scales)
 		if err := b.acc.AddInt4(src, out.Packed, b.scales, c1-c0, cols, b.p.GroupSize); err != nil {
@@ -144,7 +148,7 @@ func (b *Int4Bands) End(m *Metrics, baseIndex int64) error {
 	if b.next != b.dst.Rows {
 		return badShape("INT4 slab ended after %d of its %d rows", b.next, b.dst.Rows)
 	}
-	b.dst.sumStats()
+	b.sums.setIn(b.dst)
 	m.Merge(metricsOf(b.acc.Result(baseIndex)))
 	return nil
 }
@@ -174,12 +178,13 @@ func quantizeInt4Rows(ctx context.Context, res *Int4Result, w []float32, rows, c
 			return err
 		}
 	}
-	p, err := sizeInt4(res, rows, cols, opt)
+	p, err := sizeInt4(res, rows, cols, opt, true)
 	if err != nil {
 		return err
 	}
 	err = forChunks(ctx, rows, step, opt.Workers, func(r0, r1 int) error {
-		return kernelErr(be, quant(res.rowsOut(r0, r1), w[r0*cols:r1*cols], r1-r0, &p), opt.FirstRow+r0, cols)
+		ng := cols / res.GroupSize
+		return kernelErr(be, quant(res.rowsOut(r0, r1, res.stats[r0*ng:r1*ng]), w[r0*cols:r1*cols], r1-r0, &p), opt.FirstRow+r0, cols)
 	})
 	if err != nil {
 		return err
@@ -188,46 +193,68 @@ func quantizeInt4Rows(ctx context.Context, res *Int4Result, w []float32, rows, c
 	return nil
 }
 
-// sizeInt4 sizes res for rows×cols values under opt (reusing its storage) and returns the
-// kernel parameters.
-func sizeInt4(res *Int4Result, rows, cols int, opt Int4Options) (kernels.Int4Params, error) {
+// sizeInt4 sizes res for rows×cols values under opt (reusing its storage), its per-group sums
+// too when stats is set, and returns the kernel parameters.
+func sizeInt4(res *Int4Result, rows, cols int, opt Int4Options, stats bool) (kernels.Int4Params, error) {
 	p, err := opt.params(cols)
 	if err != nil {
 		return p, fmt.Errorf("quantize: %w: %w", ErrInvalidOptions, err)
 	}
 	ng := cols / p.GroupSize
+	st := res.stats
+	if stats {
+		st = resize(st, rows*ng)
+	}
 	*res = Int4Result{
 		Rows: rows, Cols: cols, GroupSize: p.GroupSize,
 		Packed: resize(res.Packed, rows*cols/2),
 		Scales: resize(res.Scales, 2*rows*ng),
-		stats:  resize(res.stats, rows*ng),
+		stats:  st,
 	}
 	return p, nil
 }
 
-// rowsOut returns the kernel's view of rows [r0, r1) of res.
-func (res *Int4Result) rowsOut(r0, r1 int) kernels.Int4Out {
+// rowsOut returns the kernel's view of rows [r0, r1) of res, with the group sums going to stats.
+func (res *Int4Result) rowsOut(r0, r1 int, stats []kernels.GroupStats) kernels.Int4Out {
 	cols, ng := res.Cols, res.Cols/res.GroupSize
 	return kernels.Int4Out{
 		Packed: res.Packed[r0*cols/2 : r1*cols/2],
 		Scales: res.Scales[2*r0*ng : 2*r1*ng],
-		Stats:  res.stats[r0*ng : r1*ng],
+		Stats:  stats,
 	}
 }
 
 // sumStats adds up the per-group sums in row-major order.
 func (res *Int4Result) sumStats() {
-	// In locals, not through res: the sums stay in registers instead of making each addition
+	var t statSums
+	t.add(res.stats)
+	t.setIn(res)
+}
+
+// statSums adds up per-group sums, group after group in the order given, in float64: the
+// figures of an Int4Result.
+type statSums struct {
+	sumSq, sumSqErr, rtnErr float64
+	clipped                 int64
+}
+
+// add adds the groups of stats in order.
+func (t *statSums) add(stats []kernels.GroupStats) {
+	// In locals, not through t: the sums stay in registers instead of making each addition
 	// wait for the store of the one before (the same additions in the same order).
-	var sumSq, sumSqErr, rtnErr float64
-	var clipped int64
-	for _, st := range res.stats {
+	sumSq, sumSqErr, rtnErr, clipped := t.sumSq, t.sumSqErr, t.rtnErr, t.clipped
+	for _, st := range stats {
 		sumSq += float64(st.SumSq)
 		sumSqErr += float64(st.Err)
 		rtnErr += float64(st.RTNErr)
 		clipped += int64(st.Clipped)
 	}
-	res.SumSq, res.SumSqErr, res.RTNSumSqErr, res.Clipped = sumSq, sumSqErr, rtnErr, clipped
+	t.sumSq, t.sumSqErr, t.rtnErr, t.clipped = sumSq, sumSqErr, rtnErr, clipped
+}
+
+// setIn sets res's figures to the sums.
+func (t *statSums) setIn(res *Int4Result) {
+	res.SumSq, res.SumSqErr, res.RTNSumSqErr, res.Clipped = t.sumSq, t.sumSqErr, t.rtnErr, t.clipped
 }
 
 // resize returns b with length n, reusing its storage when large enough. Every kernel writes

@@ -68,9 +68,9 @@ type bandOut struct {
 	set    *shardSet
 	kind   OutputKind
 	scheme Scheme
-	met    *quantize.Metrics // the slab's figures for this output
-	meas   quantize.Measure  // BF16 and FP8: the error so far
-	int4   quantize.Int4Bands
+	met    *quantize.Metrics   // the slab's figures for this output
+	meas   quantize.Measure    // BF16 and FP8: the error so far
+	int4   *quantize.Int4Bands // the worker's: one output of a slab is INT4
 	fp8    quantize.FP8Bands
 }
 
@@ -108,6 +108,7 @@ func (wk *worker) processBands(ctx context.Context, m *Module, s *slab) error {
 		case SchemeFP8Block:
 			err = o.fp8.Begin(&wk.fp8, rows, m.Cols, quantize.FP8Options{Workers: 1, Backend: wk.backend, FirstRow: s.r0})
 		case SchemeInt4:
+			o.int4 = &wk.int4Bands
 			err = o.int4.Begin(&wk.int4, rows, m.Cols, wk.int4Options(m, s))
 		}
 		if err != nil {

@@ -160,6 +160,7 @@ type worker struct {
 	deq       []float32
 	out       []byte              // encoded BF16 values of a slab, reused
 	int4      quantize.Int4Result // the plain quantizer's result, storage reused slab after slab
+	int4Bands quantize.Int4Bands  // the band path's INT4 quantizer, its buffers likewise
 	fp8       quantize.FP8Result  // the FP8 block quantizer's, likewise
 	fp8Scales []byte              // its scales as bytes
 	backend   kernels.Backend
