@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"pdq/kernels"
 )
 
 // version is the tool version recorded in outputs; overridden at link time with -X main.version=.
@@ -72,7 +74,7 @@ and writes a per-tensor error report computed from the bytes actually written.`,
   pdq verify /tmp/tiny /tmp/pd/decode        # independent re-check of the output
   pdq report /tmp/pd --html /tmp/pd/report.html
   pdq publish /tmp/pd/decode s3://bucket/tiny/decode/v1`,
-		Version:       version,
+		Version:       version + " (CPU kernels: " + kernels.SIMD() + ")",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, args []string) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdq/kernels"
 	"pdq/quantize/convert"
 )
 
@@ -60,6 +61,17 @@ func TestHelpText(t *testing.T) {
 		if strings.Contains(h, `\\.experts`) {
 			t.Errorf("%v --help: doubled backslashes in the --targets default", args)
 		}
+	}
+	// convert --help names the environment that changes how it writes and computes, and
+	// --version the CPU loop set in use, so a user can tell whether a build is the fast one.
+	conv := help("convert")
+	for _, want := range []string{"PDQ_DIRECT_IO=0", "PDQ_DIRECT_IO=1", "PDQ_NOSIMD=1"} {
+		if !strings.Contains(conv, want) {
+			t.Errorf("convert --help lacks %q", want)
+		}
+	}
+	if out, code, err := runPDQ(t, "--version"); code != 0 || !strings.Contains(out, "(CPU kernels: "+kernels.SIMD()+")") {
+		t.Errorf("pdq --version: %q (%v), want the CPU kernels %s named", out, err, kernels.SIMD())
 	}
 	// The DP-attention flags name the engines' own flags they stand for.
 	plan := help("plan")
