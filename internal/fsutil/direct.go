@@ -19,9 +19,16 @@ import (
 // Its methods may be called from several goroutines at once; the caller keeps their ranges
 // apart.
 type DirectFile struct {
-	f       *os.File // the file
-	d       *os.File // the same file opened for direct writes, or nil
+	f       *os.File     // the file
+	d       directWriter // the same file opened for direct writes, or nil
 	refused atomic.Bool
+}
+
+// directWriter is what DirectFile needs of its direct descriptor (an *os.File opened with
+// O_DIRECT; tests give one that refuses).
+type directWriter interface {
+	WriteAt(b []byte, off int64) (int, error)
+	Close() error
 }
 
 // directMin is the smallest middle written directly: below it the device's latency for a
@@ -36,7 +43,9 @@ const stageSize = 2 << 20
 func NewDirectFile(name string, f *os.File) *DirectFile {
 	x := &DirectFile{f: f}
 	if !noDirect && !cacheBacked(f) {
-		x.d = openDirect(name, f)
+		if d := openDirect(name, f); d != nil { // not a nil *os.File in the interface
+			x.d = d
+		}
 	}
 	return x
 }
