@@ -108,7 +108,11 @@ func (b *Int4Bands) Begin(dst *Int4Result, rows, cols int, opt Int4Options) erro
 	if err != nil {
 		return err
 	}
-	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales, stats: b.stats}
+	stats := b.stats
+	if cap(stats) == 0 { // a new Int4Bands (QuantizeInt4Measured): the result's storage
+		stats = dst.stats
+	}
+	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales, stats: stats}
 	return nil
 }
 
@@ -149,6 +153,7 @@ func (b *Int4Bands) End(m *Metrics, baseIndex int64) error {
 		return badShape("INT4 slab ended after %d of its %d rows", b.next, b.dst.Rows)
 	}
 	b.sums.setIn(b.dst)
+	b.dst.stats = b.stats[:0] // kept for reuse, as storage only
 	m.Merge(metricsOf(b.acc.Result(baseIndex)))
 	return nil
 }
@@ -201,7 +206,7 @@ func sizeInt4(res *Int4Result, rows, cols int, opt Int4Options, stats bool) (ker
 		return p, fmt.Errorf("quantize: %w: %w", ErrInvalidOptions, err)
 	}
 	ng := cols / p.GroupSize
-	st := res.stats
+	st := res.stats[:0] // storage only, unless stats
 	if stats {
 		st = resize(st, rows*ng)
 	}

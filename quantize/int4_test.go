@@ -386,11 +386,13 @@ var measuredCases = []struct {
 // TestQuantizeInt4Measured: measuring chunk by chunk while quantizing gives the bytes of
 // QuantizeInt4 and the metrics of AddInt4 over the whole slab, bit for bit, for every method,
 // group size and worker count (more than one worker takes the separate pass), and reusing the
-// result's storage changes nothing.
+// result's storage changes nothing. The weights also come with rows scaled from 2^-20 to 2^20:
+// their float64 sums round, so a change in the order of the additions shows.
 func TestQuantizeInt4Measured(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	var dst Int4Result
-	for _, tc := range measuredCases {
+	for c := range 2 * len(measuredCases) {
+		tc, wide := measuredCases[c/2], c%2 == 1
 		w := make([]float32, tc.rows*tc.cols)
 		for i := range w {
 			w[i] = float32(r.NormFloat64()) * 0.02
@@ -399,6 +401,10 @@ func TestQuantizeInt4Measured(t *testing.T) {
 			}
 			if r.IntN(500) == 0 {
 				w[i] = 0
+			}
+			if wide {
+				row := i / max(tc.cols, 1)
+				w[i] = float32(math.Ldexp(float64(w[i]), 7*row%41-20))
 			}
 		}
 		for _, workers := range []int{1, 2} {
@@ -416,7 +422,7 @@ func TestQuantizeInt4Measured(t *testing.T) {
 			if err := QuantizeInt4Measured(context.Background(), &dst, w, tc.rows, tc.cols, o, &gotM, 1000); err != nil {
 				t.Fatal(err)
 			}
-			name := fmt.Sprintf("%dx%d %+v", tc.rows, tc.cols, o)
+			name := fmt.Sprintf("%dx%d %+v wide %v", tc.rows, tc.cols, o, wide)
 			if !bytes.Equal(dst.Packed, want.Packed) || !bytes.Equal(dst.Scales, want.Scales) ||
 				dst.SumSq != want.SumSq || dst.SumSqErr != want.SumSqErr || dst.RTNSumSqErr != want.RTNSumSqErr || dst.Clipped != want.Clipped {
 				t.Fatalf("%s: result differs from QuantizeInt4", name)

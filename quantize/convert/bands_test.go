@@ -17,24 +17,35 @@ import (
 // bandSources are checkpoints whose tensors cut into several bands, with a last band of fewer
 // than 128 rows, and one tensor of two slabs: a BF16 source, the same in F16, an FP8 one with
 // 128x128 block scales, and a compressed-tensors FP8 one with a scale per output channel (the
-// scales differ from block to block and from row to row).
+// scales differ from block to block and from row to row). Three INT4 experts of two shapes, so
+// that with two workers one of them quantizes a slab after another of another shape.
 func bandSources(t *testing.T) map[string]string {
-	const expert = "model.layers.1.mlp.experts.0.gate_proj"
 	const attn = "model.layers.1.self_attn.q_proj"
+	experts := []struct {
+		name       string
+		rows, cols int64
+	}{
+		{"model.layers.1.mlp.experts.0.gate_proj", 300, 1024},
+		{"model.layers.1.mlp.experts.1.gate_proj", 260, 512},
+		{"model.layers.1.mlp.experts.2.gate_proj", 300, 1024},
+	}
 	glm := map[string]any{"model_type": "glm4_moe"}
 	ct := map[string]any{"model_type": "glm4_moe", "quantization_config": map[string]any{
 		"quant_method": "compressed-tensors", "format": "float-quantized"}}
 	var bf16, f16, fp8, ctfp8 []raw
-	bf16 = append(bf16, bf16Tensor("model.embed_tokens.weight", 1, 16, 1024),
-		bf16Tensor(expert+".weight", 2, 300, 1024), bf16Tensor(attn+".weight", 3, 2100, 2048))
-	f16 = append(f16, f16Tensor("model.embed_tokens.weight", 1, 16, 1024),
-		f16Tensor(expert+".weight", 2, 300, 1024), f16Tensor(attn+".weight", 3, 2100, 2048))
+	bf16 = append(bf16, bf16Tensor("model.embed_tokens.weight", 1, 16, 1024), bf16Tensor(attn+".weight", 3, 2100, 2048))
+	f16 = append(f16, f16Tensor("model.embed_tokens.weight", 1, 16, 1024), f16Tensor(attn+".weight", 3, 2100, 2048))
 	fp8 = append(fp8, bf16Tensor("model.embed_tokens.weight", 1, 16, 1024))
-	fp8 = append(fp8, fp8Tensor(expert+".weight", 2, 300, 1024, false)...)
 	fp8 = append(fp8, fp8Tensor(attn+".weight", 3, 2100, 2048, false)...)
 	ctfp8 = append(ctfp8, bf16Tensor("model.embed_tokens.weight", 1, 16, 1024))
-	ctfp8 = append(ctfp8, ctFP8Tensor(expert, 2, 300, 1024)...)
 	ctfp8 = append(ctfp8, ctFP8Tensor(attn, 3, 300, 512)...)
+	for i, e := range experts {
+		seed := uint64(10 + i)
+		bf16 = append(bf16, bf16Tensor(e.name+".weight", seed, e.rows, e.cols))
+		f16 = append(f16, f16Tensor(e.name+".weight", seed, e.rows, e.cols))
+		fp8 = append(fp8, fp8Tensor(e.name+".weight", seed, e.rows, e.cols, false)...)
+		ctfp8 = append(ctfp8, ctFP8Tensor(e.name, seed, e.rows, e.cols)...)
+	}
 	return map[string]string{
 		"bf16":     writeCheckpoint(t, bf16, glm),
 		"f16":      writeCheckpoint(t, f16, glm),
