@@ -72,8 +72,9 @@ every finished shard with its time.
 Environment: once a run has written its first GiB, large output writes go around the page cache
 (O_DIRECT, in the background; not on tmpfs). PDQ_DIRECT_IO=0 writes everything through the cache
 (for a network file system where direct writes are slow), PDQ_DIRECT_IO=1 writes directly from
-the first byte. PDQ_NOSIMD=1 runs the scalar kernels instead of the AVX2 or AVX-512 ones (the same
-bytes, slower; pdq --version names the loop set in use).`,
+the first byte. PDQ_NOSIMD=1 runs the scalar kernels instead of the vector ones (AVX2 or AVX-512,
+in an amd64 build made with the Makefile; the same bytes, slower); pdq --version names the loop
+set in use.`,
 		Example: `  pdq convert /models/GLM-5-FP8 --out /data/glm5-pd
   pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
   pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18

@@ -2,12 +2,10 @@ package fsutil
 
 import (
 	"bytes"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -190,130 +188,5 @@ func TestDirectFileOff(t *testing.T) {
 	}
 	if n := directBytes.Load() - before; n != 0 {
 		t.Fatalf("%d bytes written directly with direct I/O off", n)
-	}
-}
-
-// refusingWriter is a direct descriptor whose file system takes the first `take` bytes of
-// direct writes and then refuses them with err, as a file system that accepts O_DIRECT at open
-// time but not for some writes does (EINVAL).
-type refusingWriter struct {
-	f     *os.File
-	take  int64
-	err   error
-	mu    sync.Mutex
-	calls int // write calls after the first refusal
-}
-
-func (w *refusingWriter) WriteAt(b []byte, off int64) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.take <= 0 {
-		w.calls++
-		return 0, w.err
-	}
-	n := int(min(int64(len(b)), w.take))
-	n, err := w.f.WriteAt(b[:n], off)
-	w.take -= int64(n)
-	if err == nil && n < len(b) {
-		err = w.err // a partial write, then the refusal
-	}
-	return n, err
-}
-
-func (w *refusingWriter) Close() error { return nil }
-
-// TestDirectFileRefused: when direct writes are refused part way through a file (EINVAL or
-// EOPNOTSUPP after some have gone out, in the middle of a write), the rest of that write and
-// every later one goes through the cache, the file reads back intact, each byte is counted
-// once as cached or direct, and the refusing descriptor is asked again at most by writes
-// already in flight. Any other error (EIO) is the write's error, not a fallback.
-func TestDirectFileRefused(t *testing.T) {
-	defer setCacheBudget(0)()
-	rng := rand.New(rand.NewPCG(9, 10))
-	for _, refusal := range []error{syscall.EINVAL, syscall.EOPNOTSUPP} {
-		path := filepath.Join(t.TempDir(), "out")
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		const size = 12<<20 + 777
-		take := int64(5<<20 + DirectAlign) // refused inside the third 2 MiB piece
-		w := &refusingWriter{f: g, take: take, err: refusal}
-		x := &DirectFile{f: f, d: w}
-		data := randomBytes(rng, size)
-		before := directBytes.Load()
-		cached := 0
-		var async sync.WaitGroup
-		var mu sync.Mutex
-		for i, lo := 0, 0; lo < size; i++ {
-			hi := min(size, lo+directMin+rng.IntN(3<<20))
-			buf := make([]byte, hi-lo+DirectAlign)[1 : 1+hi-lo] // misaligned: staged
-			if i%2 == 0 {
-				buf = AlignedLike(make([]byte, hi-lo+DirectAlign), int64(lo), hi-lo)
-			}
-			copy(buf, data[lo:hi])
-			if i%3 == 2 {
-				async.Add(1)
-				x.WriteAtAsync(buf, int64(lo), func(c int, err error) {
-					if err != nil {
-						t.Error(err)
-					}
-					mu.Lock()
-					cached += c
-					mu.Unlock()
-					async.Done()
-				})
-			} else {
-				c, err := x.WriteAt(buf, int64(lo))
-				if err != nil {
-					t.Fatal(err)
-				}
-				mu.Lock()
-				cached += c
-				mu.Unlock()
-			}
-			lo = hi
-		}
-		async.Wait()
-		f.Close()
-		g.Close()
-		back, err := os.ReadFile(path)
-		if err != nil || !bytes.Equal(back, data) {
-			t.Fatalf("%v: the file read back differs (%v)", refusal, err)
-		}
-		direct := directBytes.Load() - before
-		if direct != take || int64(cached)+direct != size {
-			t.Errorf("%v: %d bytes direct and %d cached, want %d direct and %d in all", refusal, direct, cached, take, size)
-		}
-		if !x.refused.Load() {
-			t.Errorf("%v: the refusal did not turn direct writes off", refusal)
-		}
-		if w.calls > stagesInFlight {
-			t.Errorf("%v: the refusing descriptor was asked %d more times", refusal, w.calls)
-		}
-	}
-
-	// Another error fails the write.
-	path := filepath.Join(t.TempDir(), "eio")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	x := &DirectFile{f: f, d: &refusingWriter{f: f, err: syscall.EIO}}
-	if _, err := x.WriteAt(AlignedLike(make([]byte, 2*directMin+DirectAlign), 0, 2*directMin), 0); !errors.Is(err, syscall.EIO) {
-		t.Errorf("direct write failing with EIO: %v, want EIO", err)
-	}
-	done := make(chan error, 1)
-	x.WriteAtAsync(make([]byte, 2*directMin), 0, func(_ int, err error) { done <- err })
-	if err := <-done; !errors.Is(err, syscall.EIO) {
-		t.Errorf("background direct write failing with EIO: %v, want EIO", err)
-	}
-	if x.refused.Load() {
-		t.Error("EIO turned direct writes off")
 	}
 }
