@@ -137,12 +137,18 @@ func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32,
 	if err != nil {
 		return Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
 	}
+	// The new part takes its name first (a rename replaces a part of the same bytes, uploaded
+	// again by another writer, atomically), and only then do earlier parts of that number with
+	// other bytes go: a listing or a completion running meanwhile never finds the part missing.
+	name := filepath.Join(dir, fmt.Sprintf("p%05d.%08x", num, crc))
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return Part{}, partErr(key, num, err)
+	}
 	old, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("p%05d.*", num)))
 	for _, o := range old {
-		os.Remove(o)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, fmt.Sprintf("p%05d.%08x", num, crc))); err != nil {
-		return Part{}, partErr(key, num, err)
+		if o != name {
+			os.Remove(o)
+		}
 	}
 	return Part{Number: num, Size: size, ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true}, nil
 }
@@ -231,6 +237,13 @@ func (l *Local) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		}
 		if err == nil {
 			err = appendFile(ctx, tmp, filepath.Join(dir, fmt.Sprintf("p%05d.%08x", got.Number, got.CRC32C)))
+			if errors.Is(err, fs.ErrNotExist) { // another writer took the upload or the part meanwhile
+				if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+					err = fmt.Errorf("%w: upload %s of %s: completed or aborted meanwhile", ErrNotExist, uploadID, key)
+				} else {
+					err = fmt.Errorf("%w: %s: part %d replaced meanwhile", ErrInvalidPart, key, p.Number)
+				}
+			}
 		}
 		if err != nil {
 			tmp.Close()

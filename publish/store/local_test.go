@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,5 +79,59 @@ func TestLocalStatWritesNothing(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("the store holds %d entries after a Stat, want 1", len(ents))
+	}
+}
+
+// Two writers uploading the same part of one upload with the same bytes (two publishes of the
+// same content, one resuming the other's upload) must never make the part disappear: a
+// concurrent listing always sees it, and completing with the listed parts works.
+func TestLocalSamePartTwice(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.CreateMultipart(ctx, "k", store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("part"), 1024)
+	crc := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+	if _, err := s.UploadPart(ctx, "k", id, 1, bytesReader(data), int64(len(data)), crc); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for range 300 {
+			if _, err := s.UploadPart(ctx, "k", id, 1, bytesReader(data), int64(len(data)), crc); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		default:
+		}
+		parts, err := s.ListParts(ctx, "k", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts) != 1 {
+			t.Fatalf("listing while the part is uploaded again: %d parts, want 1", len(parts))
+		}
+	}
+	parts, err := s.ListParts(ctx, "k", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteMultipart(ctx, "k", id, parts, store.PutOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
