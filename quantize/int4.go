@@ -25,7 +25,7 @@ type Int4Result struct {
 	// (absmax/7.5) would have given: per-group float32 sums added in row-major order in float64.
 	SumSq, SumSqErr, RTNSumSqErr float64
 
-	stats []kernels.GroupStats // per-group sums, kept for reuse by QuantizeInt4Into
+	stats []kernels.GroupStats // per-group sums (the band path: one chunk's at a time), storage reused
 }
 
 // SQNR returns the signal-to-quantization-noise ratio of the result in dB (+Inf when exact).
@@ -91,9 +91,8 @@ type Int4Bands struct {
 	first  int // opt.FirstRow
 	next   int // the slab's row the next band starts at
 	acc    kernels.ErrAccumulator
-	scales []float32            // the BF16 scales of a chunk as float32, reused
-	stats  []kernels.GroupStats // the group sums of a chunk, reused: added to sums at once
-	sums   statSums             // the slab's group sums so far, in row-major order
+	scales []float32 // the BF16 scales of a chunk as float32, reused
+	sums   statSums  // the slab's group sums so far, in row-major order
 }
 
 // Begin starts a slab of rows×cols values quantized into dst (whose storage it reuses).
@@ -108,11 +107,7 @@ func (b *Int4Bands) Begin(dst *Int4Result, rows, cols int, opt Int4Options) erro
 	if err != nil {
 		return err
 	}
-	stats := b.stats
-	if cap(stats) == 0 { // a new Int4Bands (QuantizeInt4Measured): the result's storage
-		stats = dst.stats
-	}
-	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales, stats: stats}
+	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales}
 	return nil
 }
 
@@ -125,8 +120,8 @@ func (b *Int4Bands) Add(ctx context.Context, w []float32, n int) error {
 	}
 	r0 := b.next
 	err := forChunks(ctx, n, slabStep(b.be, chunkElems/max(cols, 1), n), 1, func(c0, c1 int) error {
-		b.stats = resize(b.stats, (c1-c0)*cols/res.GroupSize)
-		out := res.rowsOut(r0+c0, r0+c1, b.stats)
+		res.stats = resize(res.stats, (c1-c0)*cols/res.GroupSize) // one chunk's: added to b.sums at once
+		out := res.rowsOut(r0+c0, r0+c1, res.stats)
 		src := w[c0*cols : c1*cols]
 		if err := b.be.QuantizeInt4(out, src, c1-c0, cols, &b.p); err != nil {
 			return kernelErr(b.be, err, b.first+r0+c0, cols)
@@ -153,7 +148,6 @@ func (b *Int4Bands) End(m *Metrics, baseIndex int64) error {
 		return badShape("INT4 slab ended after %d of its %d rows", b.next, b.dst.Rows)
 	}
 	b.sums.setIn(b.dst)
-	b.dst.stats = b.stats[:0] // kept for reuse, as storage only
 	m.Merge(metricsOf(b.acc.Result(baseIndex)))
 	return nil
 }

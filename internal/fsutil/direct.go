@@ -78,16 +78,26 @@ func (x *DirectFile) WriteAt(b []byte, off int64) (cached int, err error) {
 		_, err := x.f.WriteAt(b, off)
 		return len(b), err
 	}
-	end := off + int64(len(b))
 	cached, err = x.direct(b[lo-off:hi-off], lo)
 	if err != nil {
 		return cached, err
 	}
-	if _, err := x.f.WriteAt(b[:lo-off], off); err != nil {
+	edges, err := x.writeEdges(b, off, lo, hi)
+	if err != nil {
 		return cached, err
 	}
-	_, err = x.f.WriteAt(b[hi-off:], hi)
-	return cached + int(lo-off) + int(end-hi), err
+	return cached + edges, nil
+}
+
+// writeEdges writes the parts of b (at off) before lo and from hi on through the cache and
+// returns their length.
+func (x *DirectFile) writeEdges(b []byte, off, lo, hi int64) (int, error) {
+	n := int(lo-off) + len(b) - int(hi-off)
+	if _, err := x.f.WriteAt(b[:lo-off], off); err != nil {
+		return n, err
+	}
+	_, err := x.f.WriteAt(b[hi-off:], hi)
+	return n, err
 }
 
 // middle returns the block-aligned middle [lo, hi) of n bytes at off (hi < lo when there is
@@ -143,18 +153,13 @@ func (x *DirectFile) refusedRest(err error, rest []byte, off int64) (int, error)
 // flight in the process: beyond them the caller waits for one, which bounds the memory and
 // gives the device's pace to whoever writes faster than it.
 func (x *DirectFile) WriteAtAsync(b []byte, off int64, done func(cached int, err error)) {
-	end := off + int64(len(b))
 	lo, hi := middle(off, len(b))
 	if !x.goesDirect(hi - lo) { // counted against the budget once: not through WriteAt
 		_, err := x.f.WriteAt(b, off)
 		done(len(b), err)
 		return
 	}
-	edges := int(lo-off) + int(end-hi)
-	_, err := x.f.WriteAt(b[:lo-off], off)
-	if err == nil {
-		_, err = x.f.WriteAt(b[hi-off:], hi)
-	}
+	edges, err := x.writeEdges(b, off, lo, hi)
 	if err != nil {
 		done(edges, err)
 		return
