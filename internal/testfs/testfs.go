@@ -32,26 +32,7 @@ const XFSSize = 300 << 20
 // done (not root, no mkfs.xfs, no loop device, no XFS in the kernel).
 func XFS(t testing.TB, size int64) string {
 	t.Helper()
-	mkfs, err := exec.LookPath("mkfs.xfs")
-	if err != nil {
-		t.Skip("mkfs.xfs not installed (Debian: xfsprogs)")
-	}
-	img := filepath.Join(t.TempDir(), "xfs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, max(size, XFSSize)); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(mkfs, "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
-		t.Skipf("mkfs.xfs: %v %s", err, out)
-	}
-	dir := mountPoint(t, "xfs")
-	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount an XFS image (needs root and a loop device): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	return dir
+	return loopMount(t, "xfs", "xfsprogs", max(size, XFSSize), "-q", "-m", "reflink=1")
 }
 
 // Ext2 mounts a fresh ext2 file system of size bytes from a sparse image in a temporary
@@ -61,23 +42,32 @@ func XFS(t testing.TB, size int64) string {
 // writes themselves, direct ones included.
 func Ext2(t testing.TB, size int64) string {
 	t.Helper()
-	mkfs, err := exec.LookPath("mkfs.ext2")
+	return loopMount(t, "ext2", "e2fsprogs", size, "-q", "-F", "-m", "0")
+}
+
+// loopMount makes a sparse image of size bytes in a temporary directory, formats it with
+// mkfs.<fs> and the flags given (Debian package pkg), mounts it through a loop device and
+// returns the mount's root, unmounted when the test ends; it skips the test where that cannot
+// be done.
+func loopMount(t testing.TB, fs, pkg string, size int64, flags ...string) string {
+	t.Helper()
+	mkfs, err := exec.LookPath("mkfs." + fs)
 	if err != nil {
-		t.Skip("mkfs.ext2 not installed (Debian: e2fsprogs)")
+		t.Skipf("mkfs.%s not installed (Debian: %s)", fs, pkg)
 	}
-	img := filepath.Join(t.TempDir(), "ext2.img")
+	img := filepath.Join(t.TempDir(), fs+".img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(img, size); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(mkfs, "-q", "-F", "-m", "0", img).CombinedOutput(); err != nil {
-		t.Skipf("mkfs.ext2: %v %s", err, out)
+	if out, err := exec.Command(mkfs, append(flags, img)...).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.%s: %v %s", fs, err, out)
 	}
-	dir := mountPoint(t, "ext2")
+	dir := mountPoint(t, fs)
 	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount an ext2 image (needs root and a loop device): %v %s", err, out)
+		t.Skipf("cannot mount an %s image (needs root and a loop device): %v %s", fs, err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
 	return dir
