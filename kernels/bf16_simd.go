@@ -23,6 +23,7 @@ func decodeBF16SIMD(dst []float32, src []byte) int {
 			archsimd.LoadUint16x8Slice(in[n:]).ExtendToUint32().ShiftAllLeft(16).StoreSlice(out[n:])
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return n
 }
 
@@ -39,23 +40,27 @@ func encodeBF16SIMD(dst []byte, src []float32) int {
 		abs, inf := archsimd.BroadcastInt32x16(0x7fffffff), archsimd.BroadcastInt32x16(0x7f800000)
 		for ; n+16 <= len(in); n += 16 {
 			b := archsimd.LoadUint32x16Slice(in[n:])
-			r := b.Add(round).Add(b.ShiftAllRight(16).And(one)).ShiftAllRight(16)
+			// Arithmetic shifts (immediate forms; Go 1.26 gives the logical ones their count in
+			// a legacy-SSE register): the truncation below keeps only the low sixteen bits.
+			r := sra16(sra16(b, 16).And(one).Add(b.Add(round)), 16)
 			nan := b.AsInt32x16().And(abs).Greater(inf)
-			r = b.ShiftAllRight(16).Or(quiet).Merge(r, nan)
+			r = sra16(b, 16).Or(quiet).Merge(r, nan)
 			r.TruncateToUint16().StoreSlice(out[n:])
 		}
 	case &avx2Loops:
 		round, one, quiet := archsimd.BroadcastUint32x8(0x7fff), archsimd.BroadcastUint32x8(1), archsimd.BroadcastUint32x8(0x0040)
 		abs, inf := archsimd.BroadcastInt32x8(0x7fffffff), archsimd.BroadcastInt32x8(0x7f800000)
+		sixteen := archsimd.BroadcastUint32x8(16) // the count of the per-lane shift (VPSRLVD)
 		for ; n+8 <= len(in); n += 8 {
 			b := archsimd.LoadUint32x8Slice(in[n:])
-			r := b.Add(round).Add(b.ShiftAllRight(16).And(one)).ShiftAllRight(16)
+			r := b.Add(round).Add(b.ShiftRight(sixteen).And(one)).ShiftRight(sixteen)
 			nan := b.AsInt32x8().And(abs).Greater(inf)
-			h := b.ShiftAllRight(16).Or(quiet).Merge(r, nan).AsInt32x8()
+			h := b.ShiftRight(sixteen).Or(quiet).Merge(r, nan).AsInt32x8()
 			// Every h is below 2^16, so the unsigned saturating pack (VPACKUSDW, AVX) keeps it;
 			// the truncating VPMOVDW the AVX-512 branch uses is not in AVX2.
 			h.GetLo().SaturateToUint16Concat(h.GetHi()).StoreSlice(out[n:])
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return n
 }

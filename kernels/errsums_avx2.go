@@ -12,10 +12,10 @@ import (
 // loop), and each lane's largest |got-ref| found per chunk as a VMAXPD maximum, its index looked
 // up only when the chunk beats the lane's maximum. Lanes 0-3 and 4-7 of the specification are
 // independent sums, so a chunk runs twice, once for each half: five accumulators and the chunk
-// maximum then fit in AVX2's sixteen registers.
+// maximum then fit in AVX2's sixteen registers. (The AVX2 loop set registers only where the CPU
+// has FMA too.)
 
-// avx2FMA reports whether the AVX2 loops may use FMA (set when they register).
-var avx2FMA bool
+var absMask64 archsimd.Uint64x4 // |x| of float64 lanes (set when the AVX2 loops register)
 
 // sums256 holds the lanes of errAcc between chunks, the current chunk's maxima and |got-ref|,
 // and the index of its first element.
@@ -86,6 +86,7 @@ func (s *sums256) chunk(ref, got []float32, h int) {
 	}
 	s.sr[h], s.se[h], s.sa[h], s.dt[h], s.sg[h] = sr, se, sa, dt, sg
 	bm.Store((*[4]float64)(s.bm[4*h:]))
+	archsimd.ClearAVXUpperBits() // endChunk256 is scalar
 }
 
 // add256 adds ref against got (a multiple of eight elements; a on a lane boundary with every
@@ -102,16 +103,16 @@ func (a *errAcc) add256(s *sums256, ref, got []float32) {
 // errLanesInt4FMA is errLanesInt4AVX2 with the FMA sums, one sums256 for the whole slab (a on a
 // lane boundary with every lane filled).
 func errLanesInt4FMA(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
+	var s sums256
+	var buf [maxChunk]float32 // zeroed before the vector code
 	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
 	fifteen := archsimd.BroadcastUint32x8(15)
 	minus8 := bc(-8)
-	var s sums256
 	a.load256(&s)
-	var buf [maxChunk]float32
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
 	n := 0 // elements in buf
-	for k, sc := range scales {
-		vs := bc(sc)
+	for k := range scales {
+		vs := bcAt(&scales[k])
 		for _, w := range words[k*g/8 : (k+1)*g/8] {
 			nib := archsimd.BroadcastUint32x8(w).ShiftRight(shr).And(fifteen)
 			nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs).Store((*[8]float32)(buf[n:]))
@@ -123,4 +124,5 @@ func errLanesInt4FMA(a *errAcc, ref []float32, packed []byte, scales []float32, 
 	}
 	a.add256(&s, ref[:n], buf[:n])
 	a.save256(&s)
+	archsimd.ClearAVXUpperBits()
 }

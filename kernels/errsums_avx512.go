@@ -61,13 +61,19 @@ func (a *errAcc) save512(s *sums512) {
 }
 
 // endChunk ends a chunk of n elements: lanes whose chunk maximum exceeds their maximum so far
-// take it, and the index of its first occurrence in the chunk.
+// take it, and the index of its first occurrence in the chunk. The look-up is scalar, after
+// the upper halves are cleared.
+//
+//go:noinline
 func (a *errAcc) endChunk(s *sums512, n int) {
-	if upd := s.bm.Greater(s.mx); upd.ToBits() != 0 {
-		var m [8]float64
-		s.bm.Store(&m)
+	upd := s.bm.Greater(s.mx)
+	bits := upd.ToBits()
+	s.mx = s.bm.Merge(s.mx, upd)
+	archsimd.ClearAVXUpperBits()
+	if bits != 0 {
+		m := (*[8]float64)(unsafe.Pointer(&s.bm))
 		for l := range 8 {
-			if upd.ToBits()>>l&1 == 0 {
+			if bits>>l&1 == 0 {
 				continue
 			}
 			for j := l; j < n; j += 8 {
@@ -77,7 +83,6 @@ func (a *errAcc) endChunk(s *sums512, n int) {
 				}
 			}
 		}
-		s.mx = s.bm.Merge(s.mx, upd)
 	}
 	s.base += int64(n)
 }
@@ -119,6 +124,7 @@ func errLanesAVX512(a *errAcc, ref, got []float32) {
 			a.endChunk(&s, m)
 		}
 		a.save512(&s)
+		archsimd.ClearAVXUpperBits()
 	}
 	for i := n; i < len(ref); i++ {
 		a.add(ref[i], got[i])
@@ -146,6 +152,8 @@ var int4Levels archsimd.Float32x16 // initAVX512Vectors
 
 // nibbleShifts64 places nibble j of a word in the low bits of lane j.
 var nibbleShifts64 archsimd.Uint64x8 // initAVX512Vectors
+
+var nibbleShifts64Arr = [8]uint64{0, 4, 8, 12, 16, 20, 24, 28}
 
 // errLanesInt4AVX512 is errLanesInt4Scalar in one pass: per group, the sixteen values
 // (nibble-8)·s of the scalar table (float32 products, widened to float64) fill two Float64x8
@@ -182,6 +190,7 @@ func errLanesInt4AVX512(a *errAcc, ref []float32, packed []byte, scales []float3
 		wi += n
 	}
 	a.save512(&s)
+	archsimd.ClearAVXUpperBits()
 }
 
 // int4ChunkFull is int4Chunk for a whole chunk, with array pointers the compiler needs no

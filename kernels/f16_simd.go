@@ -46,5 +46,6 @@ func decodeF16SIMD(dst []float32, src []byte) int {
 			r.Or(h.And(sign).ShiftAllLeft(16)).StoreSlice(out[n:])
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return n
 }

@@ -16,19 +16,20 @@ func gemmTileAVX512(kc int, ap, bp, c []float32, ldc int) {
 		b0 := archsimd.LoadFloat32x16Slice(b)
 		b1 := archsimd.LoadFloat32x16Slice(b[16:])
 		a := ap[p*gemmMR : (p+1)*gemmMR : (p+1)*gemmMR]
-		x := archsimd.BroadcastFloat32x16(a[0])
+		x := bc16At(&a[0])
 		c00, c01 = x.MulAdd(b0, c00), x.MulAdd(b1, c01)
-		x = archsimd.BroadcastFloat32x16(a[1])
+		x = bc16At(&a[1])
 		c10, c11 = x.MulAdd(b0, c10), x.MulAdd(b1, c11)
-		x = archsimd.BroadcastFloat32x16(a[2])
+		x = bc16At(&a[2])
 		c20, c21 = x.MulAdd(b0, c20), x.MulAdd(b1, c21)
-		x = archsimd.BroadcastFloat32x16(a[3])
+		x = bc16At(&a[3])
 		c30, c31 = x.MulAdd(b0, c30), x.MulAdd(b1, c31)
 	}
 	add16x2(c[0*ldc:], c00, c01)
 	add16x2(c[1*ldc:], c10, c11)
 	add16x2(c[2*ldc:], c20, c21)
 	add16x2(c[3*ldc:], c30, c31)
+	archsimd.ClearAVXUpperBits()
 }
 
 func add16x2(row []float32, v0, v1 archsimd.Float32x16) {
@@ -51,19 +52,20 @@ func gemmHalfAVX2(kc int, ap, bp, c []float32, ldc int) {
 		b0 := archsimd.LoadFloat32x8Slice(b)
 		b1 := archsimd.LoadFloat32x8Slice(b[8:])
 		a := ap[p*gemmMR : (p+1)*gemmMR : (p+1)*gemmMR]
-		x := archsimd.BroadcastFloat32x8(a[0])
+		x := bcAt(&a[0])
 		c00, c01 = x.MulAdd(b0, c00), x.MulAdd(b1, c01)
-		x = archsimd.BroadcastFloat32x8(a[1])
+		x = bcAt(&a[1])
 		c10, c11 = x.MulAdd(b0, c10), x.MulAdd(b1, c11)
-		x = archsimd.BroadcastFloat32x8(a[2])
+		x = bcAt(&a[2])
 		c20, c21 = x.MulAdd(b0, c20), x.MulAdd(b1, c21)
-		x = archsimd.BroadcastFloat32x8(a[3])
+		x = bcAt(&a[3])
 		c30, c31 = x.MulAdd(b0, c30), x.MulAdd(b1, c31)
 	}
 	add8x2(c[0*ldc:], c00, c01)
 	add8x2(c[1*ldc:], c10, c11)
 	add8x2(c[2*ldc:], c20, c21)
 	add8x2(c[3*ldc:], c30, c31)
+	archsimd.ClearAVXUpperBits()
 }
 
 func add8x2(row []float32, v0, v1 archsimd.Float32x8) {
@@ -74,20 +76,26 @@ func add8x2(row []float32, v0, v1 archsimd.Float32x8) {
 
 func axpyAVX512(y, x []float32, a float32) {
 	x = x[:len(y)]
+	// The tail first, while the upper halves are clean: the same fused multiply-add, one
+	// element at a time.
+	t := len(y) &^ 15
+	axpyScalar(y[t:], x[t:], a)
 	va := archsimd.BroadcastFloat32x16(a)
-	i := 0
-	for ; i+16 <= len(y); i += 16 {
+	for i := 0; i < t; i += 16 {
 		va.MulAdd(archsimd.LoadFloat32x16Slice(x[i:]), archsimd.LoadFloat32x16Slice(y[i:])).StoreSlice(y[i:])
 	}
-	axpyScalar(y[i:], x[i:], a) // the tail: the same fused multiply-add, one element at a time
+	archsimd.ClearAVXUpperBits()
 }
 
 func axpyAVX2(y, x []float32, a float32) {
 	x = x[:len(y)]
+	// The tail first, while the upper halves are clean (a partial load would trip -race's
+	// pointer checks).
+	t := len(y) &^ 7
+	axpyScalar(y[t:], x[t:], a)
 	va := archsimd.BroadcastFloat32x8(a)
-	i := 0
-	for ; i+8 <= len(y); i += 8 {
+	for i := 0; i < t; i += 8 {
 		va.MulAdd(archsimd.LoadFloat32x8Slice(x[i:]), archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
 	}
-	axpyScalar(y[i:], x[i:], a) // the tail (a partial load would trip -race's pointer checks)
+	archsimd.ClearAVXUpperBits()
 }

@@ -35,6 +35,7 @@ func quantBatchesWeightedAVX2(out Int4Out, src []float32, ng, cols int, p *Int4P
 	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
 	twRow := rowWeights(d, ng, gpr, avx2Groups, g, transpose8)
 	var res batchResult
+	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
 	k0 := 0
 	for ; k0+avx2Groups <= ng; k0 += avx2Groups {
 		transpose8(tr, src[k0*g:(k0+avx2Groups)*g], g)
@@ -45,10 +46,10 @@ func quantBatchesWeightedAVX2(out Int4Out, src []float32, ng, cols int, p *Int4P
 			transpose8(twr, batchWeights(wbuf[:n], d, k0, gpr, g), g)
 		}
 		div := searchBatchWeighted8(&res, tr, twr, g, p)
-		var st batchStats
 		if res.ok != 0 {
 			packBatch8(&st, tr, qr, wr, g, &res, div)
 		}
+		archsimd.ClearAVXUpperBits() // storeWeightedBatch is scalar
 		if k, err := storeWeightedBatch(out, src, d, wr, k0, avx2Groups, gpr, p, &res, &st); err != nil {
 			return k, err
 		}
@@ -83,6 +84,7 @@ func transpose8(t, xs []float32, g int) {
 		out(c+2, a2, b2)
 		out(c+3, a3, b3)
 	}
+	archsimd.ClearAVXUpperBits()
 }
 
 func ld8(t []float32, j int) archsimd.Float32x8 {
@@ -92,7 +94,7 @@ func ld8(t []float32, j int) archsimd.Float32x8 {
 // roundBF16x8 is floatcodec.RoundBF16 for finite values (roundBF16x16 in eight lanes).
 func roundBF16x8(v archsimd.Float32x8) archsimd.Float32x8 {
 	b := v.AsUint32x8()
-	return b.Add(archsimd.BroadcastUint32x8(0x7fff)).Add(b.ShiftAllRight(16).And(archsimd.BroadcastUint32x8(1))).
+	return b.Add(archsimd.BroadcastUint32x8(0x7fff)).Add(sra8(b, 16).And(archsimd.BroadcastUint32x8(1))).
 		And(archsimd.BroadcastUint32x8(0xffff0000)).AsFloat32x8()
 }
 
@@ -117,13 +119,13 @@ func batchRTN8(t []float32, g int) (a, sR archsimd.Float32x8, searched archsimd.
 	finite := m.AsInt32x8().Less(archsimd.BroadcastInt32x8(0x7f800000))
 	a = m.AsFloat32x8()
 	sR = roundBF16x8(a.Div(bc(7.5)))
-	return a, sR, finite.And(sR.NotEqual(bc(0))).And(a.GreaterEqual(bc(TinyAbsMax)))
+	return a, sR, finite.And(sR.NotEqual(archsimd.Float32x8{})).And(a.GreaterEqual(bc(TinyAbsMax)))
 }
 
 // searchBatchWeighted8 is searchBatchWeighted for eight groups (SearchMSE, unsigned scales),
 // its results in the first eight lanes of res. It returns the lanes of res.div as a mask.
 func searchBatchWeighted8(res *batchResult, t, tw []float32, g int, p *Int4Params) archsimd.Mask32x8 {
-	zero, one := bc(0), bc(1)
+	zero, one := archsimd.Float32x8{}, bc(1)
 	a, sR, ok := batchRTN8(t, g)
 	res.ok = uint16(ok.ToBits())
 	if res.ok == 0 {
@@ -175,7 +177,8 @@ func searchBatchWeighted8(res *batchResult, t, tw []float32, g int, p *Int4Param
 			}
 		}
 		for i := 1; i <= p.WFineN; i++ {
-			step := bc(float32(float32(i) * p.WFine))
+			// float32(i)·WFine as a vector product (the same IEEE product, no scalar float code)
+			step := archsimd.BroadcastInt32x8(int32(i)).ConvertToFloat32().Mul(bcAt(&p.WFine))
 			for _, k := range [2]archsimd.Float32x8{kBest.Sub(step), kBest.Add(step)} {
 				s := roundBF16x8(a.Mul(k))
 				keep := unequal.And(s.Greater(zero)).And(s.NotEqual(best)).And(s.NotEqual(sR))
@@ -208,7 +211,7 @@ func lanes8(a *[batchGroups]float32) *[avx2Groups]float32 {
 
 // refine8 is refine16 in eight lanes, the lane sets as vector masks.
 func refine8(n int, act, mul archsimd.Mask32x8, best, bestE, sxq, sqq archsimd.Float32x8, sums func(s archsimd.Float32x8) (e, xq, qq archsimd.Float32x8)) (archsimd.Float32x8, archsimd.Mask32x8) {
-	zero := bc(0)
+	zero := archsimd.Float32x8{}
 	for range n {
 		act = act.And(sqq.NotEqual(zero))
 		if act.ToBits() == 0 {
@@ -268,15 +271,23 @@ func sq8(v, q, s archsimd.Float32x8) archsimd.Float32x8 {
 // wSums8 is wSums16 in eight lanes: Σw(x−q·s)², Σw·x·q, Σw·q² and the unweighted Σ(x−q·s)² of
 // the levels level(x/s) (div) or level(x·inv). The sums run one spec lane at a time, so that
 // the four accumulators stay in registers.
+//
+// The lanes are added as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) in registers: an array of vectors
+// would be zeroed by legacy-SSE stores, on the path of vector code.
 func wSums8(t, tw []float32, g int, s, inv archsimd.Float32x8, div bool) (e, xq, qq, eu archsimd.Float32x8) {
-	var es, xs, qs, us [8]archsimd.Float32x8
-	for o := range 8 {
-		es[o], xs[o], qs[o], us[o] = wSumsLane8(t, tw, g, o, s, inv, div)
-	}
-	tree := func(a *[8]archsimd.Float32x8) archsimd.Float32x8 {
-		return a[0].Add(a[1]).Add(a[2].Add(a[3])).Add(a[4].Add(a[5]).Add(a[6].Add(a[7])))
-	}
-	return tree(&es), tree(&xs), tree(&qs), tree(&us)
+	e0, x0, q0, u0 := wSumsQuad8(t, tw, g, 0, s, inv, div)
+	e1, x1, q1, u1 := wSumsQuad8(t, tw, g, 4, s, inv, div)
+	return e0.Add(e1), x0.Add(x1), q0.Add(q1), u0.Add(u1)
+}
+
+// wSumsQuad8 returns spec lanes o..o+3 of wSums8's sums added as (lo+lo+1)+(lo+2+lo+3).
+func wSumsQuad8(t, tw []float32, g, o int, s, inv archsimd.Float32x8, div bool) (e, xq, qq, eu archsimd.Float32x8) {
+	e0, x0, q0, u0 := wSumsLane8(t, tw, g, o, s, inv, div)
+	e1, x1, q1, u1 := wSumsLane8(t, tw, g, o+1, s, inv, div)
+	ea, xa, qa, ua := e0.Add(e1), x0.Add(x1), q0.Add(q1), u0.Add(u1)
+	e2, x2, q2, u2 := wSumsLane8(t, tw, g, o+2, s, inv, div)
+	e3, x3, q3, u3 := wSumsLane8(t, tw, g, o+3, s, inv, div)
+	return ea.Add(e2.Add(e3)), xa.Add(x2.Add(x3)), qa.Add(q2.Add(q3)), ua.Add(u2.Add(u3))
 }
 
 // wSumsLane8 returns spec lane o of wSums8's four sums. The products are rounded one at a time
@@ -320,7 +331,8 @@ func packBatch8(st *batchStats, t, q []float32, w []uint32, g int, res *batchRes
 			clip = clip.Sub(f.GreaterEqual(hi).Or(f.Less(lo)).ToInt32x8()) // a set lane is -1
 			b := f.Max(cmin).Min(cmax).Add(r)
 			b.Sub(r).Store((*[8]float32)(q[avx2Groups*(j+jj):]))
-			word = word.Or(b.AsUint32x8().Add(eight).And(fifteen).ShiftAllLeft(uint64(4 * jj)))
+			// (a per-lane shift: ShiftAllLeft by a variable takes its count through a legacy MOVQ)
+			word = word.Or(b.AsUint32x8().Add(eight).And(fifteen).ShiftLeft(archsimd.BroadcastUint32x8(uint32(4 * jj))))
 		}
 		word.Store((*[8]uint32)(w[avx2Groups*(j/8):]))
 	}
@@ -331,23 +343,28 @@ func packBatch8(st *batchStats, t, q []float32, w []uint32, g int, res *batchRes
 
 // errQ8 is errQ16 in eight lanes, all eight spec accumulators at once: Σ(x−q·s)² of levels q.
 func errQ8(t, q []float32, g int, s archsimd.Float32x8) archsimd.Float32x8 {
-	var a [8]archsimd.Float32x8
+	// Eight accumulators in registers (an array of vectors would be zeroed by legacy SSE).
+	var a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x8
 	for j := 0; j < g; j += 8 {
-		for o := range 8 {
-			a[o] = a[o].Add(sq8(ld8(t, j+o), ld8(q, j+o), s))
-		}
+		a0 = a0.Add(sq8(ld8(t, j), ld8(q, j), s))
+		a1 = a1.Add(sq8(ld8(t, j+1), ld8(q, j+1), s))
+		a2 = a2.Add(sq8(ld8(t, j+2), ld8(q, j+2), s))
+		a3 = a3.Add(sq8(ld8(t, j+3), ld8(q, j+3), s))
+		a4 = a4.Add(sq8(ld8(t, j+4), ld8(q, j+4), s))
+		a5 = a5.Add(sq8(ld8(t, j+5), ld8(q, j+5), s))
+		a6 = a6.Add(sq8(ld8(t, j+6), ld8(q, j+6), s))
+		a7 = a7.Add(sq8(ld8(t, j+7), ld8(q, j+7), s))
 	}
-	return a[0].Add(a[1]).Add(a[2].Add(a[3])).Add(a[4].Add(a[5]).Add(a[6].Add(a[7])))
+	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
 }
 
 // sumSq8 is errQ8 for Σx².
 func sumSq8(t []float32, g int) archsimd.Float32x8 {
-	var a [8]archsimd.Float32x8
+	var a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x8
+	sq := func(i int) archsimd.Float32x8 { v := ld8(t, i); return v.Mul(v) }
 	for j := 0; j < g; j += 8 {
-		for o := range 8 {
-			v := ld8(t, j+o)
-			a[o] = a[o].Add(v.Mul(v))
-		}
+		a0, a1, a2, a3 = a0.Add(sq(j)), a1.Add(sq(j+1)), a2.Add(sq(j+2)), a3.Add(sq(j+3))
+		a4, a5, a6, a7 = a4.Add(sq(j+4)), a5.Add(sq(j+5)), a6.Add(sq(j+6)), a7.Add(sq(j+7))
 	}
-	return a[0].Add(a[1]).Add(a[2].Add(a[3])).Add(a[4].Add(a[5]).Add(a[6].Add(a[7])))
+	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
 }

@@ -47,6 +47,7 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
 	twRow := rowWeights(d, ng, gpr, batchGroups, g, transpose16)
 	var res batchResult
+	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
@@ -57,10 +58,10 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 			transpose16(twr, batchWeights(wbuf[:n], d, k0, gpr, g), g)
 		}
 		searchBatchWeighted(&res, tr, twr, g, p)
-		var st batchStats
 		if res.ok != 0 {
 			packBatch(&st, tr, qr, wr, g, &res)
 		}
+		archsimd.ClearAVXUpperBits() // storeWeightedBatch is scalar
 		if k, err := storeWeightedBatch(out, src, d, wr, k0, batchGroups, gpr, p, &res, &st); err != nil {
 			return k, err
 		}
@@ -134,7 +135,7 @@ func batchWeights(buf, d []float32, k0, gpr, g int) []float32 {
 // scales) on the sixteen transposed groups of t with their transposed weights tw. res.rtnErr
 // holds the unweighted error of the RTN scale, the RTNErr of the lanes that leave it.
 func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params) {
-	zero, one := bc16(0), bc16(1)
+	zero, one := archsimd.Float32x16{}, bc16(1)
 	a, sR, _, ok := batchRTN(t, g)
 	res.ok = ok
 	if ok == 0 {
@@ -188,7 +189,8 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 			}
 		}
 		for i := 1; i <= p.WFineN; i++ {
-			step := bc16(float32(float32(i) * p.WFine))
+			// float32(i)·WFine as a vector product (the same IEEE product, no scalar float code)
+			step := archsimd.BroadcastInt32x16(int32(i)).ConvertToFloat32().Mul(bc16At(&p.WFine))
 			for _, k := range [2]archsimd.Float32x16{kBest.Sub(step), kBest.Add(step)} {
 				s := roundBF16x16(a.Mul(k))
 				keep := lanes.And(s.Greater(zero)).And(s.NotEqual(best)).And(s.NotEqual(sR))

@@ -72,30 +72,35 @@ var (
 )
 
 func initRTNVectors() {
-	rtnRne8, rtnHiClip, rtnLoClip = bc16(rne+8), bc16(7.5), bc16(-8.5)
-	rtnMin, rtnMax = bc16(-8), bc16(7)
+	// The indices first (scalar code), then the vectors, then VZEROUPPER.
 	var lo, hi, even, odd [16]uint32
+	var v [len(rtnPairScale)][16]uint32
 	for p := range 16 {
 		lo[p] = uint32(p%8 + 16*(p/8))
 		hi[p] = lo[p] + 8
 		even[p], odd[p] = uint32(2*p), uint32(2*p+1)
 	}
+	for i := range v {
+		for p := range v[i] {
+			v[i][p] = uint32(2*i + p/8)
+		}
+	}
+	rtnRne8, rtnHiClip, rtnLoClip = bc16(rne+8), bc16(7.5), bc16(-8.5)
+	rtnMin, rtnMax = bc16(-8), bc16(7)
 	rtnLo, rtnHi = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
 	rtnPackK = archsimd.BroadcastUint32x16(rtnPackXor)
 	rtnPackIdx = archsimd.LoadInt8x32(&rtnPackShuffle)
 	rtnEven, rtnOdd = archsimd.LoadUint32x16(&even), archsimd.LoadUint32x16(&odd)
-	for i := range rtnPairScale {
-		var v [16]uint32
-		for p := range v {
-			v[p] = uint32(2*i + p/8)
-		}
-		rtnPairScale[i] = archsimd.LoadUint32x16(&v)
+	for i := range v {
+		rtnPairScale[i] = archsimd.LoadUint32x16(&v[i])
 	}
+	archsimd.ClearAVXUpperBits()
 }
 
 // rtnBatch16 quantizes the sixteen groups of x (g elements each) into dst and res and returns
 // the mask of the groups it did: those whose maximum is finite and whose scale is not zero.
 func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
+	var clips [batchGroups / 2][2]int // zeroed here, before the vector code
 	// Locals, not arrays: Go zeroes an array of vectors each time it is declared.
 	gm := func(l int) archsimd.Uint32x16 { return groupAbsMax(x[l*g : (l+1)*g]) }
 	ev, od := rtnEven, rtnOdd
@@ -107,13 +112,12 @@ func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	amax := mx(mx(mx(b0, b1), mx(b2, b3)), mx(mx(b4, b5), mx(b6, b7)))
 	finite := amax.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
 	sR := roundBF16x16(amax.AsFloat32x16().Div(bc16(7.5)))
-	ok := finite.And(sR.NotEqual(bc16(0))).ToBits()
+	ok := finite.And(sR.NotEqual(archsimd.Float32x16{})).ToBits()
 	full := sR.Less(bc16(0x1p-126)).ToBits()&ok != 0 // some scale is subnormal (see rtnPair)
-	sR.AsUint32x16().ShiftAllRight(16).TruncateToUint16().Store(&res.scale)
+	sra16(sR.AsUint32x16(), 16).TruncateToUint16().Store(&res.scale)
 
 	pair := func(i int) (e, ss archsimd.Float32x16) {
-		e, ss, res.clip[2*i], res.clip[2*i+1] = rtnPair(x[2*i*g:(2*i+2)*g], dst[i*g:(i+1)*g], g, sR.Permute(rtnPairScale[i]), full)
-		return e, ss
+		return rtnPair(x[2*i*g:(2*i+2)*g], dst[i*g:(i+1)*g], g, sR.Permute(rtnPairScale[i]), full, &clips[i])
 	}
 	e0, s0 := pair(0)
 	e1, s1 := pair(1)
@@ -129,6 +133,10 @@ func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	e4567, s4567 := evenOddSum(e45, evenOddSum(e6, e7)), evenOddSum(s45, evenOddSum(s6, s7))
 	evenOddSum(e0123, e4567).Store(&res.err)
 	evenOddSum(s0123, s4567).Store(&res.ss)
+	archsimd.ClearAVXUpperBits()
+	for i, c := range clips {
+		res.clip[2*i], res.clip[2*i+1] = int32(c[0]), int32(c[1])
+	}
 	return ok
 }
 
@@ -158,21 +166,23 @@ func evenOddSum(a, b archsimd.Float32x16) archsimd.Float32x16 {
 // is false when both scales are normal float32 values: then |x/s| < 7.53 (s is absmax/7.5
 // rounded twice, each time by a relative 2^-8 at most, and |x| ≤ absmax), so the clamp at -8
 // and the clip test x/s < -8.5 never act and are left out.
-func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (e, ss archsimd.Float32x16, _, _ int32) {
+//
+// The clip counts go to clip (group a's, b's), zero on entry: rtnBatch16 zeroes them before its
+// vector code, where zeroing costs no AVX-SSE transition.
+func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool, clip *[2]int) (e, ss archsimd.Float32x16) {
 	xa, xb := x[:g], x[g:2*g]
 	da, db := dst[:g/2], dst[g/2:g]
 	lo, hi := rtnLo, rtnHi
-	var clip [2]int // group a's, b's
 	if g == 32 {
 		var w archsimd.Uint8x32
-		e, ss, w = rtnQuad((*[32]float32)(xa), (*[32]float32)(xb), s, full, e, ss, &clip)
+		e, ss, w = rtnQuad((*[32]float32)(xa), (*[32]float32)(xb), s, full, e, ss, clip)
 		w.Store((*[32]uint8)(dst)) // a's sixteen bytes, then b's
-		return e, ss, int32(clip[0]), int32(clip[1])
+		return e, ss
 	}
 	v := 0
 	for ; v+32 <= g; v += 32 {
 		var w archsimd.Uint8x32
-		e, ss, w = rtnQuad((*[32]float32)(xa[v:]), (*[32]float32)(xb[v:]), s, full, e, ss, &clip)
+		e, ss, w = rtnQuad((*[32]float32)(xa[v:]), (*[32]float32)(xb[v:]), s, full, e, ss, clip)
 		w.GetLo().Store((*[16]uint8)(da[v/2:]))
 		w.GetHi().Store((*[16]uint8)(db[v/2:]))
 	}
@@ -183,17 +193,18 @@ func rtnPair(x []float32, dst []byte, g int, s archsimd.Float32x16, full bool) (
 		r1, e1, s1, c1 := rtnStep(va.ConcatPermute(vb, hi), s, full)
 		e, ss = e.Add(e0).Add(e1), ss.Add(s0).Add(s1)
 		if c0|c1 != 0 {
-			countClips(&clip, c0)
-			countClips(&clip, c1)
+			countClips(clip, c0)
+			countClips(clip, c1)
 		}
 		// The low byte of each lane of r0 and r1 is its nibble: one byte per element, then two
 		// nibbles per byte; that gives word v/8 of a, of b, word v/8+1 of a, of b, in that order.
+		// (y's lanes are below 2^15: the arithmetic shift is the logical one.)
 		y := archsimd.Uint8x32{}.SetLo(r0.TruncateToUint8()).SetHi(r1.TruncateToUint8()).AsUint16x16()
-		w := y.Or(y.ShiftAllRight(4)).TruncateToUint8().AsUint32x4().PermuteScalars(0, 2, 1, 3).AsUint64x2()
+		w := y.Or(y.AsInt16x16().ShiftAllRight(4).AsUint16x16()).TruncateToUint8().AsUint32x4().PermuteScalars(0, 2, 1, 3).AsUint64x2()
 		binary.LittleEndian.PutUint64(da[v/2:], w.GetElem(0))
 		binary.LittleEndian.PutUint64(db[v/2:], w.GetElem(1))
 	}
-	return e, ss, int32(clip[0]), int32(clip[1])
+	return e, ss
 }
 
 // countClips adds the clip mask c of a step (lanes 0-7 group a, 8-15 group b) to clip. It is
@@ -249,8 +260,8 @@ func rtnQuad(a, b *[32]float32, s archsimd.Float32x16, full bool, e, ss archsimd
 // a shuffle, where one byte per element and 16-bit steps took six truncations, four inserts,
 // two shuffles and four moves to general registers.
 func packNibbles32(w archsimd.Uint32x16) archsimd.Uint8x32 {
-	q := w.AsUint64x8()
-	return q.Or(q.ShiftAllRight(28)).TruncateToUint32().AsUint8x32().PermuteOrZeroGrouped(rtnPackIdx)
+	q := w.AsUint64x8() // below 2^63: the arithmetic shift is the logical one
+	return q.Or(q.AsInt64x8().ShiftAllRight(28).AsUint64x8()).TruncateToUint32().AsUint8x32().PermuteOrZeroGrouped(rtnPackIdx)
 }
 
 // rtnPackXor is what four shifted rtnStep results leave in each lane besides their nibbles

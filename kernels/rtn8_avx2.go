@@ -4,9 +4,9 @@ package kernels
 
 import (
 	"encoding/binary"
-	"math"
 	"math/bits"
 	"simd/archsimd"
+	"unsafe"
 )
 
 // RTN quantization of eight groups at once in 256-bit vectors, for CPUs with AVX2 and without
@@ -41,6 +41,9 @@ func quantRTNBatchesAVX2(out Int4Out, src []float32, ng int, p *Int4Params) (int
 // lanes of res, and returns the mask of the groups it did: those whose maximum is finite and
 // whose scale is not zero.
 func rtnBatch8(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
+	// Zeroed here, before the vector code (zeroing is legacy SSE).
+	var sc [avx2Groups]float32
+	var es, ss [avx2Groups]archsimd.Float32x8
 	abs := archsimd.BroadcastUint32x8(0x7fffffff)
 	ld := func(i int) archsimd.Float32x8 { return archsimd.LoadFloat32x8((*[8]float32)(x[i:])) }
 	gm := func(l int) archsimd.Uint32x8 {
@@ -70,9 +73,8 @@ func rtnBatch8(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	amax := lo.Select128FromPair(0, 2, hi).Max(lo.Select128FromPair(1, 3, hi))
 	finite := amax.AsInt32x8().Less(archsimd.BroadcastInt32x8(0x7f800000))
 	sR := roundBF16x8(amax.AsFloat32x8().Div(bc(7.5)))
-	ok := uint16(finite.And(sR.NotEqual(bc(0))).ToBits())
+	ok := uint16(finite.And(sR.NotEqual(archsimd.Float32x8{})).ToBits())
 	full := uint16(sR.Less(bc(0x1p-126)).ToBits())&ok != 0 // some scale is subnormal (see rtnPair)
-	var sc [avx2Groups]float32
 	sR.Store(&sc)
 
 	// Each group as packDiv runs it, with full as in rtnPair (when false, |x/s| < 7.53 and the
@@ -81,10 +83,9 @@ func rtnBatch8(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	fifteen := archsimd.BroadcastUint32x8(15)
 	sh := archsimd.LoadUint32x8(&nibbleShifts)
 	packK, evens := archsimd.BroadcastUint32x8(rtnPackXor), archsimd.LoadUint32x8(&evenLanes)
-	shuf := archsimd.LoadInt8x16((*[16]int8)(rtnPackShuffle[:16]))
-	var es, ss [avx2Groups]archsimd.Float32x8
+	c28 := archsimd.BroadcastUint64x4(28) // the count of the per-lane 64-bit shift (VPSRLVQ)
 	for l := range avx2Groups {
-		vs := bc(sc[l])
+		vs := bcAt(&sc[l])
 		var e, sq archsimd.Float32x8
 		c := 0
 		step := func(v archsimd.Float32x8) archsimd.Uint32x8 {
@@ -114,7 +115,9 @@ func rtnBatch8(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 			w = w.Xor(step(archsimd.LoadFloat32x8((*[8]float32)(v[8:]))).ShiftAllLeft(8))
 			w = w.Xor(step(archsimd.LoadFloat32x8((*[8]float32)(v[16:]))).ShiftAllLeft(16))
 			q := w.Xor(step(archsimd.LoadFloat32x8((*[8]float32)(v[24:]))).ShiftAllLeft(24)).AsUint64x4()
-			p := q.Or(q.ShiftAllRight(28)).AsUint32x8().Permute(evens).GetLo().AsUint8x16()
+			p := q.Or(q.ShiftRight(c28)).AsUint32x8().Permute(evens).GetLo().AsUint8x16()
+			// (shuf loaded here: a spilled 128-bit vector would be reloaded by a legacy MOVUPS)
+			shuf := archsimd.LoadInt8x16((*[16]int8)(rtnPackShuffle[:16]))
 			p.PermuteOrZero(shuf).Store((*[16]uint8)(dl[i/2:]))
 		}
 		for ; i < len(xl); i += 8 {
@@ -124,10 +127,11 @@ func rtnBatch8(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 			binary.LittleEndian.PutUint32(dl[i/2:], h.AddPairs(h).GetElem(0))
 		}
 		es[l], ss[l], res.clip[l] = e, sq, int32(c)
-		res.scale[l] = uint16(math.Float32bits(sc[l]) >> 16) // sR is a BF16 value: its top half
+		res.scale[l] = uint16(*(*uint32)(unsafe.Pointer(&sc[l])) >> 16) // sR is a BF16 value: its top half
 	}
 	reduce8(&es).Store(lanes8(&res.err))
 	reduce8(&ss).Store(lanes8(&res.ss))
+	archsimd.ClearAVXUpperBits()
 	return ok
 }
 

@@ -43,11 +43,11 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 	tr, qr, wr := t[:batchGroups*g], q[:batchGroups*g], w[:batchGroups*g/8]
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
 	var res batchResult
+	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
 		searchBatch(&res, tr, g, p)
-		var st batchStats
 		if res.ok != 0 {
 			packBatch(&st, tr, qr, wr, g, &res)
 		}
@@ -55,6 +55,7 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 			// All sixteen groups' words at once; the per-group path below rewrites its own.
 			storeWords32(words[k0*4:(k0+16)*4], wr)
 		}
+		archsimd.ClearAVXUpperBits() // the per-group stores are scalar
 		for l := range batchGroups {
 			k := k0 + l
 			if res.ok>>l&1 != 0 {
@@ -99,7 +100,9 @@ func storeWords32(dst, w []uint32) {
 var words32Idx [4]archsimd.Uint32x16
 
 func initSearch16Vectors() {
+	// The indices first (scalar code), then the vectors, then VZEROUPPER.
 	var v [4][16]uint32
+	var lo, hi [4][16]uint32
 	for p := range 16 {
 		v[0][p] = uint32(p/2 + 16*(p%2))
 		v[1][p] = uint32(8 + p/2 + 16*(p%2))
@@ -107,20 +110,22 @@ func initSearch16Vectors() {
 		v[2][p] = uint32(2*l + i%2 + 16*(i/2))
 		v[3][p] = v[2][p] + 8
 	}
+	for st, b := range [4]int{8, 4, 2, 1} {
+		for p := range 16 {
+			if p&b == 0 {
+				lo[st][p], hi[st][p] = uint32(p), uint32(p+b)
+			} else {
+				lo[st][p], hi[st][p] = uint32(16+p-b), uint32(16+p)
+			}
+		}
+	}
 	for i := range words32Idx {
 		words32Idx[i] = archsimd.LoadUint32x16(&v[i])
 	}
-	for st, b := range [4]int{8, 4, 2, 1} {
-		var lo, hi [16]uint32
-		for p := range 16 {
-			if p&b == 0 {
-				lo[p], hi[p] = uint32(p), uint32(p+b)
-			} else {
-				lo[p], hi[p] = uint32(16+p-b), uint32(16+p)
-			}
-		}
-		transposeIdx[st][0], transposeIdx[st][1] = archsimd.LoadUint32x16(&lo), archsimd.LoadUint32x16(&hi)
+	for st := range transposeIdx {
+		transposeIdx[st][0], transposeIdx[st][1] = archsimd.LoadUint32x16(&lo[st]), archsimd.LoadUint32x16(&hi[st])
 	}
+	archsimd.ClearAVXUpperBits()
 }
 
 // batchStats holds pack's statistics of sixteen groups.
@@ -151,7 +156,8 @@ func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResu
 			clip = clip.Add(one.Masked(f.GreaterEqual(hi).Or(f.Less(lo))))
 			r := f.Max(bc16(-8)).Min(bc16(7)).Add(bc16(rne))
 			r.Sub(bc16(rne)).Store((*[16]float32)(q[batchGroups*(j+jj):]))
-			word = word.Or(r.AsUint32x16().Add(eight).And(fifteen).ShiftAllLeft(uint64(4 * jj)))
+			// (a per-lane shift: ShiftAllLeft by a variable takes its count through a legacy MOVQ)
+			word = word.Or(r.AsUint32x16().Add(eight).And(fifteen).ShiftLeft(archsimd.BroadcastUint32x16(uint32(4 * jj))))
 		}
 		word.Store((*[16]uint32)(w[batchGroups*(j/8):]))
 	}
@@ -224,6 +230,7 @@ func transpose16(t, xs []float32, g int) {
 			d.Store((*[16]float32)(t[batchGroups*(c+m+3):]))
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 }
 
 // butterfly4 runs two butterfly stages on rows a, b, c, d: the pairs (a, c) and (b, d) with
@@ -349,7 +356,7 @@ func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes
 // searchBatch runs quantGroup's checks and, for SearchMSE, search (unsigned scales) on the
 // sixteen transposed groups of t.
 func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
-	zero := bc16(0)
+	zero := archsimd.Float32x16{}
 	a, sR, scaled, ok := batchRTN(t, g)
 	if p.Search != SearchMSE {
 		res.ok = scaled
@@ -406,7 +413,7 @@ func batchRTN(t []float32, g int) (a, sR archsimd.Float32x16, scaled, searched u
 	finite := m.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
 	a = m.AsFloat32x16()
 	sR = roundBF16x16(a.Div(bc16(7.5)))
-	rtn := finite.And(sR.NotEqual(bc16(0)))
+	rtn := finite.And(sR.NotEqual(archsimd.Float32x16{}))
 	return a, sR, rtn.ToBits(), rtn.And(a.GreaterEqual(bc16(TinyAbsMax))).ToBits()
 }
 
@@ -415,7 +422,7 @@ func batchRTN(t []float32, g int) (a, sR archsimd.Float32x16, scaled, searched u
 // sqq of the best scale, taken where its error is strictly below bestE; a lane stops where the
 // scalar loop breaks. It returns the best scales and mul with the lanes that took one set.
 func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, sums func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16)) (archsimd.Float32x16, uint16) {
-	zero := bc16(0)
+	zero := archsimd.Float32x16{}
 	act := ok
 	for range n {
 		act &= sqq.NotEqual(zero).ToBits()

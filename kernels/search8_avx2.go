@@ -35,14 +35,15 @@ func quantBatchesAVX2(out Int4Out, src []float32, ng int, p *Int4Params) (int, e
 	n := avx2Groups * g
 	tr, qr, wr := t[:n], q[:n], w[:n/8]
 	var res batchResult
+	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
 	k0 := 0
 	for ; k0+avx2Groups <= ng; k0 += avx2Groups {
 		transpose8(tr, src[k0*g:(k0+avx2Groups)*g], g)
 		div := searchBatch8(&res, tr, g, p)
-		var st batchStats
 		if res.ok != 0 {
 			packBatch8(&st, tr, qr, wr, g, &res, div)
 		}
+		archsimd.ClearAVXUpperBits() // the per-group stores are scalar
 		for l := range avx2Groups {
 			k := k0 + l
 			if res.ok>>l&1 != 0 {
@@ -65,7 +66,7 @@ func quantBatchesAVX2(out Int4Out, src []float32, ng int, p *Int4Params) (int, e
 // transposed groups of t, its results in the first eight lanes of res (res.rtnErr: the error of
 // the RTN scale). It returns the lanes of res.div as a mask.
 func searchBatch8(res *batchResult, t []float32, g int, p *Int4Params) archsimd.Mask32x8 {
-	zero, one := bc(0), bc(1)
+	zero, one := archsimd.Float32x8{}, bc(1)
 	a, sR, ok := batchRTN8(t, g)
 	res.ok = uint16(ok.ToBits())
 	if res.ok == 0 {

@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"simd/archsimd"
 	"unsafe"
@@ -38,14 +39,10 @@ var avx2Loops = loopSet{
 // A package-level variable, not init: variables are initialised before any init function runs,
 // so the set is registered before loops.go's init picks the fastest.
 var _ = func() bool {
-	if archsimd.X86.AVX2() {
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() { // every AVX2 server CPU has FMA
 		// Set here, not by initialisers: those would run AVX2 instructions on any CPU.
 		absMask64 = archsimd.BroadcastUint64x4(0x7fffffffffffffff)
-		laneIdx0, laneIdx1 = archsimd.LoadFloat64x4Slice([]float64{0, 1, 2, 3}), archsimd.LoadFloat64x4Slice([]float64{4, 5, 6, 7})
-		avx2FMA = archsimd.X86.FMA()
-		if !avx2FMA {
-			avx2Loops.gemmTile, avx2Loops.axpy = gemmTileScalar, axpyScalar
-		}
+		archsimd.ClearAVXUpperBits()
 		addLoops(&avx2Loops)
 	}
 	return true
@@ -70,10 +67,11 @@ func absMaxBitsAVX2(x []float32) uint32 {
 	h := m.GetLo().Max(m.GetHi()) // the maximum in registers: a store and eight loads cost more
 	h = h.Max(h.PermuteScalars(2, 3, 0, 1))
 	h = h.Max(h.PermuteScalars(1, 0, 3, 2))
+	m0 := math.Float32bits(lane0(h.AsFloat32x4()))
 	if len(x) == 0 {
-		return h.GetElem(0)
+		return m0
 	}
-	return max(h.GetElem(0), absMaxBits(x))
+	return max(m0, absMaxBits(x))
 }
 
 func sumSqAVX2(x []float32) float32 {
@@ -83,21 +81,22 @@ func sumSqAVX2(x []float32) float32 {
 		s = s.Add(v.Mul(v))
 		x = x[8:]
 	}
-	return hsum8(s)
+	return lane0(sum8Vec(s))
 }
 
-// hsum8 is sum8 without leaving the registers: horizontal adds pair the lanes exactly as
-// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
-func hsum8(v archsimd.Float32x8) float32 {
+// sum8Vec is sum8 in lane 0 of a vector, without leaving the registers: horizontal adds pair
+// the lanes exactly as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+func sum8Vec(v archsimd.Float32x8) archsimd.Float32x4 {
 	a := v.GetLo().AddPairs(v.GetHi()) // l0+l1, l2+l3, l4+l5, l6+l7
 	b := a.AddPairs(a)                 // (l0+l1)+(l2+l3), (l4+l5)+(l6+l7), ...
-	return b.GetElem(0) + b.GetElem(1)
+	return b.AddPairs(b)               // lane 0: the two halves added, as hsum8
 }
 
 func errMulBatchAVX2(x, s, errs []float32) {
 	errs = errs[:len(s)]
-	for i, si := range s {
-		vs, vi := bc(si), bc(1/si)
+	for i := range s {
+		vs := bcAt(&s[i])
+		vi := bc(1).Div(vs)
 		var e archsimd.Float32x8
 		for k := 0; k+8 <= len(x); k += 8 {
 			v := archsimd.LoadFloat32x8Slice(x[k:])
@@ -105,8 +104,9 @@ func errMulBatchAVX2(x, s, errs []float32) {
 			d := v.Sub(q.Mul(vs))
 			e = e.Add(d.Mul(d))
 		}
-		errs[i] = hsum8(e)
+		storeLane0(&errs[i], sum8Vec(e))
 	}
+	archsimd.ClearAVXUpperBits()
 }
 
 func errDivAVX2(x []float32, s float32) float32 {
@@ -119,7 +119,7 @@ func errDivAVX2(x []float32, s float32) float32 {
 		e = e.Add(d.Mul(d))
 		x = x[8:]
 	}
-	return hsum8(e)
+	return lane0(sum8Vec(e))
 }
 
 func errSumsMulAVX2(x []float32, s, inv float32) (e, xq, qq float32) {
@@ -141,7 +141,7 @@ func errSumsAVX2(x []float32, s, inv float32, div bool) (e, xq, qq float32) {
 		qv = qv.Add(q.Mul(q))
 		x = x[8:]
 	}
-	return hsum8(ev), hsum8(xv), hsum8(qv)
+	return lane0x3(sum8Vec(ev), sum8Vec(xv), sum8Vec(qv))
 }
 
 // scaled is x/s for the RTN levels (div) and x·(1/s) for a searched scale.
@@ -198,7 +198,8 @@ func packAVX2(dst []byte, x []float32, s, inv float32, div bool) GroupStats {
 		w++
 		x = x[8:]
 	}
-	return GroupStats{SumSq: hsum8(sv), Err: hsum8(ev), Clipped: int32(clip)}
+	sq, e := lane0x2(sum8Vec(sv), sum8Vec(ev))
+	return GroupStats{SumSq: sq, Err: e, Clipped: int32(clip)}
 }
 
 func packDivAVX2(dst []byte, x []float32, s float32) GroupStats {
@@ -225,99 +226,8 @@ func wSumsAVX2(x, w []float32, s, inv float32, div bool) (e, xq, qq float32) {
 		qv = qv.Add(wi.Mul(q).Mul(q))
 		x, w = x[8:], w[8:]
 	}
-	return hsum8(ev), hsum8(xv), hsum8(qv)
+	return lane0x3(sum8Vec(ev), sum8Vec(xv), sum8Vec(qv))
 }
-
-// errVec holds the eight float64 lanes of errAcc in two Float64x4 halves while a loop runs.
-type errVec struct {
-	sr0, sr1, se0, se1, sa0, sa1, dt0, dt1, sg0, sg1, mx0, mx1, ix0, ix1 archsimd.Float64x4
-}
-
-func loadLanes(l *[8]float64) (archsimd.Float64x4, archsimd.Float64x4) {
-	return archsimd.LoadFloat64x4Slice(l[:4]), archsimd.LoadFloat64x4Slice(l[4:])
-}
-
-func storeLanes(l *[8]float64, a, b archsimd.Float64x4) {
-	a.StoreSlice(l[:4])
-	b.StoreSlice(l[4:])
-}
-
-func (a *errAcc) vec() errVec {
-	var v errVec
-	v.sr0, v.sr1 = loadLanes(&a.sumSqRef)
-	v.se0, v.se1 = loadLanes(&a.sumSqErr)
-	v.sa0, v.sa1 = loadLanes(&a.sumAbsErr)
-	v.dt0, v.dt1 = loadLanes(&a.dot)
-	v.sg0, v.sg1 = loadLanes(&a.sumSqGot)
-	// Empty lanes start below every |error| so that their first element is taken (the scalar
-	// maxIdx < 0 test); indices travel as float64 (exact below 2^53).
-	var mx, ix [8]float64
-	for l := range mx {
-		mx[l], ix[l] = a.maxAbs[l], float64(a.maxIdx[l])
-		if a.maxIdx[l] < 0 {
-			mx[l] = -1
-		}
-	}
-	v.mx0, v.mx1 = loadLanes(&mx)
-	v.ix0, v.ix1 = loadLanes(&ix)
-	return v
-}
-
-func (a *errAcc) store(v *errVec) {
-	storeLanes(&a.sumSqRef, v.sr0, v.sr1)
-	storeLanes(&a.sumSqErr, v.se0, v.se1)
-	storeLanes(&a.sumAbsErr, v.sa0, v.sa1)
-	storeLanes(&a.dot, v.dt0, v.dt1)
-	storeLanes(&a.sumSqGot, v.sg0, v.sg1)
-	var mx, ix [8]float64
-	storeLanes(&mx, v.mx0, v.mx1)
-	storeLanes(&ix, v.ix0, v.ix1)
-	for l := range mx {
-		a.maxIdx[l] = int64(ix[l])
-		if a.maxIdx[l] >= 0 {
-			a.maxAbs[l] = mx[l]
-		}
-	}
-}
-
-var absMask64 archsimd.Uint64x4 // |x| of float64 lanes (set when the AVX2 loops register)
-
-// half adds four elements (one Float64x4 half of the lanes) to the sums.
-func half(r, g archsimd.Float64x4, sr, se, sa, dt, sg, mx, ix *archsimd.Float64x4, idx archsimd.Float64x4) {
-	e := g.Sub(r)
-	ab := e.AsUint64x4().And(absMask64).AsFloat64x4()
-	*sr = sr.Add(r.Mul(r))
-	*se = se.Add(e.Mul(e))
-	*sa = sa.Add(ab)
-	*dt = dt.Add(r.Mul(g))
-	*sg = sg.Add(g.Mul(g))
-	m := ab.Greater(*mx)
-	*mx = ab.Merge(*mx, m) // Merge keeps the receiver where the mask is set
-	*ix = idx.Merge(*ix, m)
-}
-
-// run adds ref against got (whole multiples of eight elements, the first at indices i0, i1)
-// and returns the indices of the next eight. The accumulators are copied into locals for the
-// loop: Go keeps a struct of more than four fields in memory, and its loads and stores would
-// lengthen every accumulator's dependency chain.
-func (v *errVec) run(ref, got []float32, i0, i1 archsimd.Float64x4) (archsimd.Float64x4, archsimd.Float64x4) {
-	sr0, se0, sa0, dt0, sg0, mx0, ix0 := v.sr0, v.se0, v.sa0, v.dt0, v.sg0, v.mx0, v.ix0
-	sr1, se1, sa1, dt1, sg1, mx1, ix1 := v.sr1, v.se1, v.sa1, v.dt1, v.sg1, v.mx1, v.ix1
-	eight := archsimd.BroadcastFloat64x4(8)
-	got = got[:len(ref)]
-	for len(ref) >= 8 {
-		r8, g8 := archsimd.LoadFloat32x8((*[8]float32)(ref)), archsimd.LoadFloat32x8((*[8]float32)(got))
-		half(r8.GetLo().ConvertToFloat64(), g8.GetLo().ConvertToFloat64(), &sr0, &se0, &sa0, &dt0, &sg0, &mx0, &ix0, i0)
-		half(r8.GetHi().ConvertToFloat64(), g8.GetHi().ConvertToFloat64(), &sr1, &se1, &sa1, &dt1, &sg1, &mx1, &ix1, i1)
-		i0, i1 = i0.Add(eight), i1.Add(eight)
-		ref, got = ref[8:], got[8:]
-	}
-	v.sr0, v.se0, v.sa0, v.dt0, v.sg0, v.mx0, v.ix0 = sr0, se0, sa0, dt0, sg0, mx0, ix0
-	v.sr1, v.se1, v.sa1, v.dt1, v.sg1, v.mx1, v.ix1 = sr1, se1, sa1, dt1, sg1, mx1, ix1
-	return i0, i1
-}
-
-var laneIdx0, laneIdx1 archsimd.Float64x4 // the lane indices 0-3, 4-7 (set with absMask64)
 
 // errLanesAVX2 takes the first eight elements of a slice through the scalar step (as it does
 // elements off the lane boundary), so that a NaN first element of a lane stays its maximum.
@@ -327,18 +237,12 @@ func errLanesAVX2(a *errAcc, ref, got []float32) {
 		a.add(ref[0], got[0])
 		ref, got = ref[1:], got[1:]
 	}
-	if n := len(ref) &^ 7; n > 0 && avx2FMA {
+	if n := len(ref) &^ 7; n > 0 {
 		var s sums256
 		a.load256(&s)
 		a.add256(&s, ref[:n], got[:n])
 		a.save256(&s)
-		ref, got = ref[n:], got[n:]
-	} else if n > 0 {
-		v := a.vec()
-		base := archsimd.BroadcastFloat64x4(float64(a.n))
-		v.run(ref[:n], got[:n], base.Add(laneIdx0), base.Add(laneIdx1))
-		a.n += int64(n)
-		a.store(&v)
+		archsimd.ClearAVXUpperBits()
 		ref, got = ref[n:], got[n:]
 	}
 	for i, r := range ref {
@@ -357,36 +261,7 @@ func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32,
 		errLanesInt4Scalar(a, ref[:g], packed[:g/2], scales[:1], g)
 		ref, packed, scales = ref[g:], packed[g/2:], scales[1:]
 	}
-	if avx2FMA {
-		errLanesInt4FMA(a, ref, packed, scales, g)
-		return
-	}
-	v := a.vec()
-	base := archsimd.BroadcastFloat64x4(float64(a.n))
-	i0, i1 := base.Add(laneIdx0), base.Add(laneIdx1)
-	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
-	fifteen := archsimd.BroadcastUint32x8(15)
-	minus8 := bc(-8)
-	var buf [256]float32
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
-	n := 0 // elements in buf
-	for k, s := range scales {
-		vs := bc(s)
-		for _, w := range words[k*g/8 : (k+1)*g/8] {
-			nib := archsimd.BroadcastUint32x8(w).ShiftRight(shr).And(fifteen)
-			nib.AsInt32x8().ConvertToFloat32().Add(minus8).Mul(vs).Store((*[8]float32)(buf[n:]))
-			if n += 8; n == len(buf) {
-				i0, i1 = v.run(ref[:n], buf[:n], i0, i1)
-				a.n += int64(n)
-				ref, n = ref[n:], 0
-			}
-		}
-	}
-	if n > 0 {
-		v.run(ref[:n], buf[:n], i0, i1)
-		a.n += int64(n)
-	}
-	a.store(&v)
+	errLanesInt4FMA(a, ref, packed, scales, g)
 }
 
 // decodeE4M3AVX2 decodes e4m3fn codes without a table: the seven magnitude bits placed at bit
@@ -395,6 +270,10 @@ func errLanesInt4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32,
 // (so a NaN keeps no sign through a decode and re-encode), and the product with s is rounded once.
 func decodeE4M3AVX2(dst []float32, codes []byte, s float32) {
 	dst = dst[:len(codes)]
+	// The scalar tail first, while the upper halves are clean.
+	t := len(codes) &^ 7
+	decodeE4M3Scalar(dst[t:], codes[t:], s)
+	dst, codes = dst[:t], codes[:t]
 	vs := bc(s)
 	p120 := bc(0x1p120)
 	m7f := archsimd.BroadcastUint32x8(0x7f)
@@ -404,13 +283,13 @@ func decodeE4M3AVX2(dst []float32, codes []byte, s float32) {
 		decode8(c, m7f, nan, p120).Mul(vs).StoreSlice(dst)
 		codes, dst = codes[8:], dst[8:]
 	}
-	decodeE4M3Scalar(dst, codes, s)
+	archsimd.ClearAVXUpperBits()
 }
 
 func decode8(c, m7f, nan archsimd.Uint32x8, p120 archsimd.Float32x8) archsimd.Float32x8 {
 	mag := c.And(m7f)
 	f := mag.ShiftAllLeft(20).AsFloat32x8().Mul(p120).AsUint32x8()
-	f = f.Or(c.ShiftAllRight(7).ShiftAllLeft(31))
+	f = f.Or(sra8(c, 7).ShiftAllLeft(31)) // c is a byte
 	return nan.Merge(f, mag.Equal(m7f)).AsFloat32x8()
 }
 
@@ -423,6 +302,10 @@ var lowBytes = [32]int8{0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
 // are gathered by a byte shuffle and leave as one 64-bit store.
 func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 	codes = codes[:len(src)]
+	// The scalar tail first, while the upper halves are clean.
+	t := len(src) &^ 7
+	encodeE4M3Scalar(codes[t:], src[t:], s)
+	codes, src = codes[:t], src[:t]
 	vs := bc(s)
 	bu := archsimd.BroadcastUint32x8
 	c80, c7fff, c7ffff, one, bias := bu(0x80), bu(0x7fffffff), bu(0x7ffff), bu(1), bu(120<<3)
@@ -432,9 +315,9 @@ func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 	low := archsimd.LoadInt8x32(&lowBytes)
 	for len(src) >= 8 {
 		b := archsimd.LoadFloat32x8Slice(src).Div(vs).AsUint32x8()
-		sign := b.ShiftAllRight(24).And(c80)
+		sign := sra8(b, 24).And(c80)
 		a := b.And(c7fff)
-		normal := a.Add(c7ffff).Add(a.ShiftAllRight(20).And(one)).ShiftAllRight(20).Sub(bias)
+		normal := sra8(a.Add(c7ffff).Add(sra8(a, 20).And(one)), 20).Sub(bias)
 		sub := a.AsFloat32x8().Mul(f512).Add(frne).AsUint32x8().Sub(subBias)
 		ai := a.AsInt32x8()
 		code := normal.Merge(sub, ai.GreaterEqual(minNormal))
@@ -444,5 +327,5 @@ func encodeE4M3AVX2(codes []byte, src []float32, s float32) {
 		binary.LittleEndian.PutUint64(codes, uint64(c.GetLo().AsUint32x4().GetElem(0))|uint64(c.GetHi().AsUint32x4().GetElem(0))<<32)
 		src, codes = src[8:], codes[8:]
 	}
-	encodeE4M3Scalar(codes, src, s)
+	archsimd.ClearAVXUpperBits()
 }

@@ -40,16 +40,13 @@ func initAVX512Vectors() {
 	bf16Round, bf16One, bf16Keep = bcu16(0x7fff), bcu16(1), bcu16(0xffff0000)
 	negOne64x8 = archsimd.BroadcastFloat64x8(-1)
 	int4Levels = archsimd.LoadFloat32x16(&[16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7})
-	nibbleShifts64 = archsimd.LoadUint64x8(&[8]uint64{0, 4, 8, 12, 16, 20, 24, 28})
+	nibbleShifts64 = archsimd.LoadUint64x8(&nibbleShifts64Arr)
+	archsimd.ClearAVXUpperBits()
 	initRTNVectors()
 	initSearch16Vectors()
 }
 
 func bc16(v float32) archsimd.Float32x16 { return archsimd.BroadcastFloat32x16(v) }
-
-func pair16(a, b float32) archsimd.Float32x16 {
-	return archsimd.Float32x16{}.SetLo(bc(a)).SetHi(bc(b))
-}
 
 // errMulBatchAVX512 evaluates four candidates per pass over x (two per Float32x16), then
 // reduces the four eight-lane sums together: three horizontal adds give, for each candidate,
@@ -58,25 +55,28 @@ func errMulBatchAVX512(x, s, errs []float32) {
 	errs = errs[:len(s)]
 	i := 0
 	for ; i+4 <= len(s); i += 4 {
-		c := s[i : i+4 : i+4]
-		err4(x, c[0], c[1], c[2], c[3]).StoreSlice(errs[i : i+4])
+		err4(x, (*[4]float32)(s[i:])).StoreSlice(errs[i : i+4])
 	}
+	archsimd.ClearAVXUpperBits()
 	if r := len(s) - i; r > 0 {
 		// The last one to three candidates, padded by repeating the last one.
 		var c, e [4]float32
 		for j := range c {
 			c[j] = s[i+min(j, r-1)]
 		}
-		err4(x, c[0], c[1], c[2], c[3]).StoreSlice(e[:])
+		err4(x, &c).Store(&e)
+		archsimd.ClearAVXUpperBits()
 		copy(errs[i:], e[:r])
 	}
 }
 
-// err4 returns errMul(x, c, 1/c) for four candidates c.
-func err4(x []float32, c0, c1, c2, c3 float32) archsimd.Float32x4 {
-	lo, hi, r := bc16(-8), bc16(7), bc16(rne)
-	vsA, viA := pair16(c0, c1), pair16(1/c0, 1/c1)
-	vsB, viB := pair16(c2, c3), pair16(1/c2, 1/c3)
+// err4 returns errMul(x, c, 1/c) for four candidates c; 1/c is a vector division (the same
+// IEEE quotients as the scalar one).
+func err4(x []float32, c *[4]float32) archsimd.Float32x4 {
+	lo, hi, r, one := bc16(-8), bc16(7), bc16(rne), bc16(1)
+	vsA := archsimd.Float32x16{}.SetLo(bcAt(&c[0])).SetHi(bcAt(&c[1]))
+	vsB := archsimd.Float32x16{}.SetLo(bcAt(&c[2])).SetHi(bcAt(&c[3]))
+	viA, viB := one.Div(vsA), one.Div(vsB)
 	var eA, eB archsimd.Float32x16
 	for k := 0; k+8 <= len(x); k += 8 {
 		v8 := archsimd.LoadFloat32x8Slice(x[k:])
@@ -113,6 +113,7 @@ func candidatesPosAVX512(dst []float32, a, sR float32, p *Int4Params) []float32 
 		s.Compress(keep).StoreSlice(dst[out : out+16])
 		out += bits.OnesCount16(keep.ToBits())
 	}
+	archsimd.ClearAVXUpperBits()
 	return dst[:out]
 }
 
@@ -123,7 +124,7 @@ var (
 // roundBF16x16 is floatcodec.RoundBF16 for finite values: b + 0x7fff + (b>>16)&1, truncated.
 func roundBF16x16(v archsimd.Float32x16) archsimd.Float32x16 {
 	b := v.AsUint32x16()
-	return b.Add(bf16Round).Add(b.ShiftAllRight(16).And(bf16One)).And(bf16Keep).AsFloat32x16()
+	return b.Add(bf16Round).Add(sra16(b, 16).And(bf16One)).And(bf16Keep).AsFloat32x16()
 }
 
 func bcu16(v uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(v) }
@@ -135,6 +136,10 @@ func bcu16(v uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(v) 
 // The subnormal and saturated cases are computed only for the vectors that have one.
 func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
 	codes = codes[:len(src)]
+	// The scalar tail first, while the upper halves are clean.
+	t := len(src) &^ 15
+	encodeE4M3Scalar(codes[t:], src[t:], s)
+	codes, src = codes[:t], src[:t]
 	vs := bc16(s)
 	// The constants live in registers for the loop (broadcasts in the loop are redone each time).
 	c80, c7fff, one, round := bcu16(0x80), bcu16(0x7fffffff), bcu16(1), bcu16(1<<32+0x7ffff-120<<23) // the rounding bias, less the rebasing (mod 2^32)
@@ -143,7 +148,7 @@ func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
 	for len(src) >= 16 {
 		b := archsimd.LoadFloat32x16((*[16]float32)(src)).Div(vs).AsUint32x16()
 		a := b.And(c7fff)
-		code := a.Add(round).Add(a.ShiftAllRight(20).And(one)).ShiftAllRight(20)
+		code := sra16(a.Add(round).Add(sra16(a, 20).And(one)), 20)
 		ai := a.AsInt32x16()
 		if sub := ai.Less(minNormal); sub.ToBits() != 0 {
 			code = a.AsFloat32x16().Mul(f512).Add(frne).AsUint32x16().Merge(code, sub)
@@ -151,25 +156,29 @@ func encodeE4M3AVX512(codes []byte, src []float32, s float32) {
 		if big := ai.GreaterEqual(satur); big.ToBits() != 0 {
 			code = e4m3Big(ai).Merge(code, big)
 		}
-		code.Or(b.ShiftAllRight(24).And(c80)).TruncateToUint8().StoreSlice(codes)
+		code.Or(sra16(b, 24).And(c80)).TruncateToUint8().StoreSlice(codes)
 		src, codes = src[16:], codes[16:]
 	}
-	encodeE4M3Scalar(codes, src, s)
+	archsimd.ClearAVXUpperBits()
 }
 
 // decodeE4M3AVX512 is decodeE4M3AVX2 sixteen codes at a time.
 func decodeE4M3AVX512(dst []float32, codes []byte, s float32) {
 	dst = dst[:len(codes)]
+	// The scalar tail first, while the upper halves are clean.
+	t := len(codes) &^ 15
+	decodeE4M3Scalar(dst[t:], codes[t:], s)
+	dst, codes = dst[:t], codes[:t]
 	vs, p120 := bc16(s), bc16(0x1p120)
 	m7f, nan := bcu16(0x7f), bcu16(0x7fc00000)
 	for len(codes) >= 16 {
 		c := archsimd.LoadUint8x16((*[16]byte)(codes)).ExtendToUint32()
 		mag := c.And(m7f)
-		f := mag.ShiftAllLeft(20).AsFloat32x16().Mul(p120).AsUint32x16().Or(c.ShiftAllRight(7).ShiftAllLeft(31))
+		f := mag.ShiftAllLeft(20).AsFloat32x16().Mul(p120).AsUint32x16().Or(sra16(c, 7).ShiftAllLeft(31))
 		nan.Merge(f, mag.Equal(m7f)).AsFloat32x16().Mul(vs).Store((*[16]float32)(dst))
 		codes, dst = codes[16:], dst[16:]
 	}
-	decodeE4M3AVX2(dst, codes, s)
+	archsimd.ClearAVXUpperBits()
 }
 
 // e4m3Big returns the codes of |v| ≥ 448 (bit patterns ai): 0x7e, or 0x7f for NaN.
@@ -214,6 +223,7 @@ func errLanesFP8AVX512(a *errAcc, ref []float32, codes []byte, scale []float32, 
 	if a.bufSums(&s, loaded, ref[:k], buf[:k]) {
 		a.save512(&s)
 	}
+	archsimd.ClearAVXUpperBits()
 	for i := k; i < n; i++ {
 		a.add(ref[i], buf[i])
 	}
@@ -235,5 +245,6 @@ func (a *errAcc) bufSums(s *sums512, loaded bool, ref, got []float32) bool {
 		s.pairsChunk(ref[c:c+m], got[c:c+m])
 		a.endChunk(s, m)
 	}
+	archsimd.ClearAVXUpperBits()
 	return true
 }
