@@ -37,10 +37,11 @@ DIRECT_TESTS := -count=1 -run 'Golden|Resume|Cancel|Determin|Bands|Copy|Concurre
 test-direct:
 	PDQ_DIRECT_IO=1 $(GO) test $(DIRECT_TESTS)
 
-## test-simd: the golden hashes and the SIMD-against-scalar tests under every build the kernels
+## test-simd: the golden hashes, the SIMD-against-scalar tests and the legacy-SSE listing test
+## (TestNoLegacySSEInVectorCode) under every build the kernels
 ## have: without the experiment (scalar only), GOAMD64=v1 and v3 (and v4 on an AVX-512 CPU), and
 ## with the SIMD loops switched off at run time (PDQ_NOSIMD=1)
-SIMD_TESTS := -count=1 -run 'Golden|SIMD|Fused|NonFinite|NoAllocations|BF16|F16|E4M3' ./kernels ./quantize/convert
+SIMD_TESTS := -count=1 -run 'Golden|SIMD|Fused|NonFinite|NoAllocations|BF16|F16|E4M3|LegacySSE' ./kernels ./quantize/convert
 test-simd:
 	GOEXPERIMENT= $(GO) test $(SIMD_TESTS)
 	GOAMD64=v1 $(GO) test $(SIMD_TESTS)
