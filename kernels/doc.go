@@ -38,7 +38,16 @@
 // (rtn8_avx2.go; TestSIMDRTNBatchTies, TestSIMDRTNBatchSubnormalScales, FuzzSIMDRTNBatch). The
 // SIMD error sums add the products ref², ref·got and got² of two float32 values with a fused
 // multiply-add: such a product is exact in float64, so the one rounding is the scalar loop's
-// (errsums_avx512.go; TestSIMDErrorSumsMax, TestErrorSumsFusedAnyInput).
+// (errsums_avx512.go; TestSIMDErrorSumsMax, TestErrorSumsFusedAnyInput). The AVX2 set is used
+// only where the CPU has FMA too (every AVX2 server CPU does).
+//
+// The widest set the CPU has is used, a static choice: with the loops below, AVX-512 costs the
+// least CPU and AVX2 less than scalar for every kernel on both the Intel Xeon and the AMD EPYC
+// hosts measured (docs/QUALITY.md). On Intel cores a legacy-SSE instruction (the compiler's
+// scalar float code, MOVQ of a shift count, MOVUPS zeroing) run while the upper halves of the
+// vector registers are dirty pays a transition each time, so the vector loops contain none and
+// end with VZEROUPPER before scalar code runs (vexshift_simd.go); TestNoLegacySSEInVectorCode
+// reads the compiler's listing of the package and keeps it so on any CPU.
 //
 // Inputs must be finite; the loops detect NaN and ±Inf through the group (or block) absolute
 // maximum and report the first offending element instead of producing output.
