@@ -1,0 +1,170 @@
+package kernels
+
+import (
+	"math"
+
+	"pdq/internal/floatcodec"
+)
+
+// The FP4 quantizers. SearchRTN writes the library's rule (fp4.go); SearchMSE tries, per group,
+// the RTN scale code first and then the neighbouring codes of NVFP4MSEOffsets
+// (MXFP4MSEOffsets) in order, and keeps a later code only when its group error is strictly
+// smaller, so the group error never exceeds the RTN error. Codes outside the format's finite
+// positive range are skipped. Groups whose absolute maximum is below TinyAbsMax keep RTN.
+
+// NVFP4MSEOffsets are the e4m3 code offsets from the RTN code that SearchMSE tries, in order.
+// Consecutive e4m3 codes of one binade differ by 1/8 of its power of two, so the offsets span
+// scales from about 0.85 to 1.75 times the RTN one: on the non-uniform E2M1 grid a group's
+// error is far from monotone in its scale, and a scale that puts the extreme near 4 instead of
+// 6 often wins. On QUALITY.md's data this set is within 0.001 dB of trying every code from
+// -12 to +12 (docs/FP4.md).
+var NVFP4MSEOffsets = [...]int{-1, 1, -2, 3, 4, 5, 6}
+
+// MXFP4MSEOffsets are the E8M0 code offsets SearchMSE tries: half the RTN scale (the RTN scale
+// puts the extreme in [3.5, 7); half of it clips the extreme for finer steps). Twice the RTN
+// scale never won a group on QUALITY.md's data and is not tried.
+var MXFP4MSEOffsets = [...]int{-1}
+
+// QuantizeNVFP4 quantizes a rows×cols slab (cols a multiple of 16) to NVFP4 under the global
+// scale g (NVFP4GlobalScale of the tensor's, or the fused tensors', absolute maximum): packed
+// E2M1 codes, one e4m3 scale code per group of 16 and the group statistics. It returns an error
+// wrapping ErrShape for lengths that do not fit, ErrGlobalScale for g out of range, or a
+// *NonFiniteError for NaN or ±Inf in src.
+func QuantizeNVFP4(out FP4Out, src []float32, rows, cols int, g float32, search Search) error {
+	const gs = NVFP4GroupSize
+	ng, err := checkFP4Shapes(out, src, rows, cols, gs)
+	if err != nil {
+		return err
+	}
+	if err := checkGlobal(g); err != nil {
+		return err
+	}
+	var cand [1 + len(NVFP4MSEOffsets)]uint8
+	var sc [1 + len(NVFP4MSEOffsets)]float32
+	for k := range ng {
+		x := src[k*gs : (k+1)*gs : (k+1)*gs]
+		ab := absMaxBits(x)
+		if ab >= 0x7f800000 {
+			bad := firstNonFinite(x)
+			return &NonFiniteError{Index: int64(k*gs + bad), Value: x[bad]}
+		}
+		a := math.Float32frombits(ab)
+		c0 := nvfp4RTNCode(a, g)
+		cand[0], sc[0] = c0, NVFP4Scale(c0, g)
+		n := 1
+		if search == SearchMSE && a >= TinyAbsMax {
+			for _, d := range NVFP4MSEOffsets {
+				c := int(c0) + d
+				if c < 1 || c > 0x7e {
+					continue
+				}
+				cand[n], sc[n] = uint8(c), NVFP4Scale(uint8(c), g)
+				n++
+			}
+		}
+		i, st := fp4Group(out.Packed[k*gs/2:(k+1)*gs/2], x, sc[:n])
+		out.Scales[k] = cand[i]
+		out.Stats[k] = st
+	}
+	return nil
+}
+
+// QuantizeMXFP4 quantizes a rows×cols slab (cols a multiple of 32) to MXFP4: packed E2M1 codes,
+// one E8M0 scale code per group of 32 and the group statistics. Errors are those of
+// QuantizeNVFP4.
+func QuantizeMXFP4(out FP4Out, src []float32, rows, cols int, search Search) error {
+	const gs = MXFP4GroupSize
+	ng, err := checkFP4Shapes(out, src, rows, cols, gs)
+	if err != nil {
+		return err
+	}
+	var cand [1 + len(MXFP4MSEOffsets)]uint8
+	var sc [1 + len(MXFP4MSEOffsets)]float32
+	for k := range ng {
+		x := src[k*gs : (k+1)*gs : (k+1)*gs]
+		ab := absMaxBits(x)
+		if ab >= 0x7f800000 {
+			bad := firstNonFinite(x)
+			return &NonFiniteError{Index: int64(k*gs + bad), Value: x[bad]}
+		}
+		c0 := mxfp4RTNCode(ab)
+		cand[0], sc[0] = c0, MXFP4Scale(c0)
+		n := 1
+		if search == SearchMSE && math.Float32frombits(ab) >= TinyAbsMax {
+			for _, d := range MXFP4MSEOffsets {
+				c := int(c0) + d
+				if c < 0 || c > 254 {
+					continue
+				}
+				cand[n], sc[n] = uint8(c), MXFP4Scale(uint8(c))
+				n++
+			}
+		}
+		i, st := fp4Group(out.Packed[k*gs/2:(k+1)*gs/2], x, sc[:n])
+		out.Scales[k] = cand[i]
+		out.Stats[k] = st
+	}
+	return nil
+}
+
+// fp4Group quantizes the group x (a multiple of 8 elements) with the first of the effective
+// scales sc whose error is smallest (sc[0] is the RTN scale), writes its codes into dst and
+// returns its index and the group statistics.
+func fp4Group(dst []byte, x []float32, sc []float32) (int, GroupStats) {
+	best, bestE := 0, fp4Err(x, sc[0])
+	rtnErr := bestE
+	for i := 1; i < len(sc); i++ {
+		if e := fp4Err(x, sc[i]); e < bestE {
+			best, bestE = i, e
+		}
+	}
+	st := fp4Pack(dst, x, sc[best])
+	st.RTNErr = rtnErr
+	return best, st
+}
+
+// fp4Err returns Σ(x - f32(value·s))² over x, eight lanes.
+func fp4Err(x []float32, s float32) float32 {
+	var e [8]float32
+	for len(x) >= 8 {
+		v := x[:8:8]
+		for j := range 8 {
+			d := v[j] - float32(e2m1Values[fp4Encode(v[j]/s)]*s)
+			e[j] += float32(d * d)
+		}
+		x = x[8:]
+	}
+	return lanes(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7])
+}
+
+// fp4Pack writes the codes of x under the effective scale s into dst (len(x)/2 bytes) and
+// returns the sums of the group statistics (RTNErr left zero).
+func fp4Pack(dst []byte, x []float32, s float32) GroupStats {
+	var e, q [8]float32
+	var clipped int32
+	for len(x) >= 8 {
+		v := x[:8:8]
+		var c [8]uint8
+		for j := range 8 {
+			r := v[j] / s
+			c[j] = fp4Encode(r)
+			if math.Float32bits(floatcodec.RoundBF16(r))&0x7fffffff > 0x40c00000 {
+				clipped++
+			}
+			d := v[j] - float32(e2m1Values[c[j]]*s)
+			e[j] += float32(d * d)
+			q[j] += float32(v[j] * v[j])
+		}
+		d := dst[:4:4]
+		for j := range 4 {
+			d[j] = c[2*j] | c[2*j+1]<<4
+		}
+		dst = dst[4:]
+		x = x[8:]
+	}
+	return GroupStats{
+		SumSq:   lanes(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]),
+		Err:     lanes(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]),
+		Clipped: clipped,
+	}
+}
