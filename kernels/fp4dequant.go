@@ -23,11 +23,19 @@ func DequantizeFP4(dst []float32, packed []byte, scales []float32, rows, cols, g
 	if err := checkFP4("destination", len(dst), len(packed), len(scales), rows, cols, groupSize); err != nil {
 		return err
 	}
-	g := groupSize
-	for k, s := range scales {
-		expandFP4(dst[k*g:(k+1)*g], packed[k*g/2:(k+1)*g/2], s)
-	}
+	callExpandFP4(dst, packed, scales, 0, groupSize)
 	return nil
+}
+
+// expandFP4Range writes into dst the values of elements i0 .. i0+len(dst)-1 (i0 even) of a slab
+// in groups of g with effective scales scales; p holds those elements' codes.
+func expandFP4Range(dst []float32, p []byte, scales []float32, i0, g int) {
+	for i := 0; i < len(dst); {
+		k := (i0 + i) / g
+		end := min(len(dst), (k+1)*g-i0)
+		expandFP4(dst[i:end], p[i/2:end/2], scales[k])
+		i = end
+	}
 }
 
 // expandFP4 decodes the codes of p (two per byte, low nibble first) times s into dst.
@@ -75,15 +83,11 @@ func (e *ErrAccumulator) AddFP4(ref []float32, packed []byte, scales []float32, 
 		return err
 	}
 	e.start()
-	var buf [256]float32
-	for k, s := range scales {
-		x, p := ref[k*g:(k+1)*g], packed[k*g/2:(k+1)*g/2]
-		for len(x) > 0 {
-			n := min(len(x), len(buf))
-			expandFP4(buf[:n], p[:n/2], s)
-			callErrLanes(&e.a, x[:n], buf[:n])
-			x, p = x[n:], p[n/2:]
-		}
+	var buf [512]float32
+	for i0 := 0; i0 < len(ref); i0 += len(buf) {
+		i1 := min(len(ref), i0+len(buf))
+		callExpandFP4(buf[:i1-i0], packed[i0/2:i1/2], scales, i0, g)
+		callErrLanes(&e.a, ref[i0:i1], buf[:i1-i0])
 	}
 	return nil
 }

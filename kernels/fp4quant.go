@@ -31,86 +31,120 @@ var MXFP4MSEOffsets = [...]int{-1}
 // wrapping ErrShape for lengths that do not fit, ErrGlobalScale for g out of range, or a
 // *NonFiniteError for NaN or ±Inf in src.
 func QuantizeNVFP4(out FP4Out, src []float32, rows, cols int, g float32, search Search) error {
-	const gs = NVFP4GroupSize
-	ng, err := checkFP4Shapes(out, src, rows, cols, gs)
+	ng, err := checkFP4Shapes(out, src, rows, cols, NVFP4GroupSize)
 	if err != nil {
 		return err
 	}
 	if err := checkGlobal(g); err != nil {
 		return err
 	}
-	var cand [1 + len(NVFP4MSEOffsets)]uint8
-	var sc [1 + len(NVFP4MSEOffsets)]float32
-	for k := range ng {
-		x := src[k*gs : (k+1)*gs : (k+1)*gs]
-		ab := absMaxBits(x)
-		if ab >= 0x7f800000 {
-			bad := firstNonFinite(x)
-			return &NonFiniteError{Index: int64(k*gs + bad), Value: x[bad]}
-		}
-		a := math.Float32frombits(ab)
-		c0 := nvfp4RTNCode(a, g)
-		cand[0], sc[0] = c0, NVFP4Scale(c0, g)
-		n := 1
-		if search == SearchMSE && a >= TinyAbsMax {
-			for _, d := range NVFP4MSEOffsets {
-				c := int(c0) + d
-				if c < 1 || c > 0x7e {
-					continue
-				}
-				cand[n], sc[n] = uint8(c), NVFP4Scale(uint8(c), g)
-				n++
-			}
-		}
-		i, st := fp4Group(out.Packed[k*gs/2:(k+1)*gs/2], x, sc[:n])
-		out.Scales[k] = cand[i]
-		out.Stats[k] = st
-	}
-	return nil
+	return quantizeFP4(out, src, ng, NVFP4GroupSize, g, search)
 }
 
 // QuantizeMXFP4 quantizes a rows×cols slab (cols a multiple of 32) to MXFP4: packed E2M1 codes,
 // one E8M0 scale code per group of 32 and the group statistics. Errors are those of
 // QuantizeNVFP4.
 func QuantizeMXFP4(out FP4Out, src []float32, rows, cols int, search Search) error {
-	const gs = MXFP4GroupSize
-	ng, err := checkFP4Shapes(out, src, rows, cols, gs)
+	ng, err := checkFP4Shapes(out, src, rows, cols, MXFP4GroupSize)
 	if err != nil {
 		return err
 	}
-	var cand [1 + len(MXFP4MSEOffsets)]uint8
-	var sc [1 + len(MXFP4MSEOffsets)]float32
-	for k := range ng {
-		x := src[k*gs : (k+1)*gs : (k+1)*gs]
-		ab := absMaxBits(x)
-		if ab >= 0x7f800000 {
-			bad := firstNonFinite(x)
-			return &NonFiniteError{Index: int64(k*gs + bad), Value: x[bad]}
-		}
-		c0 := mxfp4RTNCode(ab)
-		cand[0], sc[0] = c0, MXFP4Scale(c0)
-		n := 1
-		if search == SearchMSE && math.Float32frombits(ab) >= TinyAbsMax {
-			for _, d := range MXFP4MSEOffsets {
-				c := int(c0) + d
-				if c < 0 || c > 254 {
-					continue
-				}
-				cand[n], sc[n] = uint8(c), MXFP4Scale(uint8(c))
-				n++
+	return quantizeFP4(out, src, ng, MXFP4GroupSize, 0, search)
+}
+
+// fp4MaxCand bounds the candidates of a group: the RTN scale and the offsets.
+const fp4MaxCand = 1 + max(len(NVFP4MSEOffsets), len(MXFP4MSEOffsets))
+
+// fp4Cand holds the candidate scales of one group, the RTN one first: their codes and effective
+// float32 scales.
+type fp4Cand struct {
+	n     int
+	codes [fp4MaxCand]uint8
+	s     [fp4MaxCand]float32
+}
+
+// fp4Chunk is the number of groups whose candidates are prepared before they are quantized.
+const fp4Chunk = 32
+
+// quantizeFP4 quantizes the ng groups of gs elements of src, NVFP4 (gs 16, global scale g) or
+// MXFP4 (gs 32): a chunk of groups at a time, first each group's candidates, then the groups.
+func quantizeFP4(out FP4Out, src []float32, ng, gs int, g float32, search Search) error {
+	var cs [fp4Chunk]fp4Cand
+	for k0 := 0; k0 < ng; k0 += fp4Chunk {
+		k1 := min(ng, k0+fp4Chunk)
+		for k := k0; k < k1; k++ {
+			x := src[k*gs : (k+1)*gs : (k+1)*gs]
+			ab := absMaxBits(x)
+			if ab >= 0x7f800000 {
+				bad := firstNonFinite(x)
+				return &NonFiniteError{Index: int64(k*gs + bad), Value: x[bad]}
+			}
+			c := &cs[k-k0]
+			if gs == NVFP4GroupSize {
+				nvfp4Cands(c, math.Float32frombits(ab), g, search)
+			} else {
+				mxfp4Cands(c, ab, search)
 			}
 		}
-		i, st := fp4Group(out.Packed[k*gs/2:(k+1)*gs/2], x, sc[:n])
-		out.Scales[k] = cand[i]
-		out.Stats[k] = st
+		callFP4Groups(out, src, k0, k1, gs, cs[:k1-k0])
 	}
 	return nil
+}
+
+// nvfp4Cands sets the candidates of an NVFP4 group with absolute maximum a.
+func nvfp4Cands(c *fp4Cand, a, g float32, search Search) {
+	c0 := nvfp4RTNCode(a, g)
+	c.codes[0], c.s[0], c.n = c0, NVFP4Scale(c0, g), 1
+	if search != SearchMSE || a < TinyAbsMax {
+		return
+	}
+	for _, d := range NVFP4MSEOffsets {
+		v := int(c0) + d
+		if v < 1 || v > 0x7e {
+			continue
+		}
+		c.codes[c.n], c.s[c.n] = uint8(v), NVFP4Scale(uint8(v), g)
+		c.n++
+	}
+}
+
+// mxfp4Cands sets the candidates of an MXFP4 group whose absolute maximum has the bits ab.
+func mxfp4Cands(c *fp4Cand, ab uint32, search Search) {
+	c0 := mxfp4RTNCode(ab)
+	c.codes[0], c.s[0], c.n = c0, MXFP4Scale(c0), 1
+	if search != SearchMSE || math.Float32frombits(ab) < TinyAbsMax {
+		return
+	}
+	for _, d := range MXFP4MSEOffsets {
+		v := int(c0) + d
+		if v < 0 || v > 254 {
+			continue
+		}
+		c.codes[c.n], c.s[c.n] = uint8(v), MXFP4Scale(uint8(v))
+		c.n++
+	}
+}
+
+// fp4GroupsScalar quantizes groups k0..k1-1 (of gs elements) with their candidates cs: the
+// specification of callFP4Groups.
+func fp4GroupsScalar(out FP4Out, src []float32, k0, k1, gs int, cs []fp4Cand) {
+	for k := k0; k < k1; k++ {
+		c := &cs[k-k0]
+		i, st := fp4Group(out.Packed[k*gs/2:(k+1)*gs/2], src[k*gs:(k+1)*gs:(k+1)*gs], c.s[:c.n])
+		out.Scales[k] = c.codes[i]
+		out.Stats[k] = st
+	}
 }
 
 // fp4Group quantizes the group x (a multiple of 8 elements) with the first of the effective
 // scales sc whose error is smallest (sc[0] is the RTN scale), writes its codes into dst and
 // returns its index and the group statistics.
 func fp4Group(dst []byte, x []float32, sc []float32) (int, GroupStats) {
+	if len(sc) == 1 {
+		st := fp4Pack(dst, x, sc[0])
+		st.RTNErr = st.Err
+		return 0, st
+	}
 	best, bestE := 0, fp4Err(x, sc[0])
 	rtnErr := bestE
 	for i := 1; i < len(sc); i++ {
