@@ -64,7 +64,7 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 	low := archsimd.BroadcastUint32x16(15)
 	for i := 0; i+16 <= len(dst); i += 16 {
 		b := archsimd.BroadcastUint64x2(binary.LittleEndian.Uint64(p[i/2:])).AsUint8x16()
-		c := b.Permute(dup).ExtendToUint32().ShiftRight(shift).And(low)
+		c := b.PermuteOrZero(dup.AsInt8x16()).ExtendToUint32().ShiftRight(shift).And(low)
 		s := archsimd.BroadcastFloat32x16(scales[(i0+i)/g])
 		table.Permute(c).Mul(s).Store((*[16]float32)(dst[i:]))
 	}
