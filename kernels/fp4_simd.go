@@ -24,20 +24,31 @@ import (
 // transition penalty after 512-bit instructions cost more than the whole group.
 
 // callFP4Groups quantizes groups k0..k1-1 with their candidates: fp4GroupsScalar, in vectors
-// when AVX-512 is in use.
+// when AVX-512 or AVX2 is in use (fp4_avx2.go).
 func callFP4Groups(out FP4Out, src []float32, k0, k1, gs int, cs []fp4Cand) {
-	if lp != &avx512Loops {
+	var res [fp4Chunk]fp4Res
+	switch lp {
+	case &avx512Loops:
+		for k := k0; k < k1; k++ {
+			c, r := &cs[k-k0], &res[k-k0]
+			if gs == NVFP4GroupSize {
+				fp4Group16(out.Packed[k*8:(k+1)*8], (*[16]float32)(src[k*16:]), c, r)
+			} else {
+				fp4Group32(out.Packed[k*16:(k+1)*16], (*[32]float32)(src[k*32:]), c, r)
+			}
+		}
+	case &avx2Loops:
+		for k := k0; k < k1; k++ {
+			c, r := &cs[k-k0], &res[k-k0]
+			if gs == NVFP4GroupSize {
+				fp4Group16AVX2(out.Packed[k*8:(k+1)*8], (*[16]float32)(src[k*16:]), c, r)
+			} else {
+				fp4Group32AVX2(out.Packed[k*16:(k+1)*16], (*[32]float32)(src[k*32:]), c, r)
+			}
+		}
+	default:
 		fp4GroupsScalar(out, src, k0, k1, gs, cs)
 		return
-	}
-	var res [fp4Chunk]fp4Res
-	for k := k0; k < k1; k++ {
-		c, r := &cs[k-k0], &res[k-k0]
-		if gs == NVFP4GroupSize {
-			fp4Group16(out.Packed[k*8:(k+1)*8], (*[16]float32)(src[k*16:]), c, r)
-		} else {
-			fp4Group32(out.Packed[k*16:(k+1)*16], (*[32]float32)(src[k*32:]), c, r)
-		}
 	}
 	archsimd.ClearAVXUpperBits()
 	for k := k0; k < k1; k++ {
@@ -52,10 +63,14 @@ func callFP4Groups(out FP4Out, src []float32, k0, k1, gs int, cs []fp4Cand) {
 
 // callExpandFP4 is expandFP4Range, sixteen values per vector (a permute of the sixteen E2M1
 // values by the codes, times the group's scale) when AVX-512 is in use and the groups and the
-// range are whole vectors.
+// range are whole vectors; eight per vector on AVX2.
 func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
-	if lp != &avx512Loops || g%16 != 0 || i0%16 != 0 || len(dst)%16 != 0 {
+	if g%16 != 0 || i0%16 != 0 || len(dst)%16 != 0 || lp != &avx512Loops && lp != &avx2Loops {
 		expandFP4Range(dst, p, scales, i0, g)
+		return
+	}
+	if lp == &avx2Loops {
+		expandFP4AVX2(dst, p, scales, i0, g)
 		return
 	}
 	table := archsimd.LoadFloat32x16(&e2m1Values)
