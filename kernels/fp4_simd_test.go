@@ -44,6 +44,13 @@ func fp4AllSets(t *testing.T, x []float32, rows, cols int, g float32) {
 	}
 	lp = loopSets[0]
 	want := run()
+	for _, o := range []FP4Out{want[1].nv, want[1].mx} {
+		for k, st := range o.Stats {
+			if math.Float32bits(st.Err) > math.Float32bits(st.RTNErr) || st.Clipped < 0 || int(st.Clipped) > len(x) {
+				t.Fatalf("mse group %d: %+v", k, st)
+			}
+		}
+	}
 	for _, set := range loopSets[1:] {
 		lp = set
 		got := run()
@@ -117,7 +124,7 @@ func TestSIMDFP4(t *testing.T) {
 }
 
 // FuzzSIMDFP4 compares every loop set with the scalar one on arbitrary finite weights and
-// global scales.
+// global scales, and checks that no searched group ends worse than its RTN error.
 func FuzzSIMDFP4(f *testing.F) {
 	seed := make([]byte, 4*64)
 	for i := range 64 {

@@ -7,23 +7,23 @@ import (
 )
 
 // The FP4 quantizers. SearchRTN writes the library's rule (fp4.go); SearchMSE tries, per group,
-// the RTN scale code first and then the neighbouring codes of NVFP4MSEOffsets
-// (MXFP4MSEOffsets) in order, and keeps a later code only when its group error is strictly
+// the RTN scale code first and then the neighbouring codes of nvfp4Offsets
+// (mxfp4Offsets) in order, and keeps a later code only when its group error is strictly
 // smaller, so the group error never exceeds the RTN error. Codes outside the format's finite
 // positive range are skipped. Groups whose absolute maximum is below TinyAbsMax keep RTN.
 
-// NVFP4MSEOffsets are the e4m3 code offsets from the RTN code that SearchMSE tries, in order.
+// nvfp4Offsets are the e4m3 code offsets from the RTN code that SearchMSE tries, in order.
 // Consecutive e4m3 codes of one binade differ by 1/8 of its power of two, so the offsets span
 // scales from about 0.85 to 1.75 times the RTN one: on the non-uniform E2M1 grid a group's
 // error is far from monotone in its scale, and a scale that puts the extreme near 4 instead of
 // 6 often wins. On QUALITY.md's data this set is within 0.001 dB of trying every code from
 // -12 to +12 (docs/FP4.md).
-var NVFP4MSEOffsets = [...]int{-1, 1, -2, 3, 4, 5, 6}
+var nvfp4Offsets = [...]int{-1, 1, -2, 3, 4, 5, 6}
 
-// MXFP4MSEOffsets are the E8M0 code offsets SearchMSE tries: half the RTN scale (the RTN scale
+// mxfp4Offsets are the E8M0 code offsets SearchMSE tries: half the RTN scale (the RTN scale
 // puts the extreme in [3.5, 7); half of it clips the extreme for finer steps). Twice the RTN
 // scale never won a group on QUALITY.md's data and is not tried.
-var MXFP4MSEOffsets = [...]int{-1}
+var mxfp4Offsets = [...]int{-1}
 
 // QuantizeNVFP4 quantizes a rows×cols slab (cols a multiple of 16) to NVFP4 under the global
 // scale g (NVFP4GlobalScale of the tensor's, or the fused tensors', absolute maximum): packed
@@ -53,7 +53,7 @@ func QuantizeMXFP4(out FP4Out, src []float32, rows, cols int, search Search) err
 }
 
 // fp4MaxCand bounds the candidates of a group: the RTN scale and the offsets.
-const fp4MaxCand = 1 + max(len(NVFP4MSEOffsets), len(MXFP4MSEOffsets))
+const fp4MaxCand = 1 + max(len(nvfp4Offsets), len(mxfp4Offsets))
 
 // fp4Cand holds the candidate scales of one group, the RTN one first: their codes and effective
 // float32 scales.
@@ -98,7 +98,7 @@ func nvfp4Cands(c *fp4Cand, a, g float32, search Search) {
 	if search != SearchMSE || a < TinyAbsMax {
 		return
 	}
-	for _, d := range NVFP4MSEOffsets {
+	for _, d := range nvfp4Offsets {
 		v := int(c0) + d
 		if v < 1 || v > 0x7e {
 			continue
@@ -115,7 +115,7 @@ func mxfp4Cands(c *fp4Cand, ab uint32, search Search) {
 	if search != SearchMSE || math.Float32frombits(ab) < TinyAbsMax {
 		return
 	}
-	for _, d := range MXFP4MSEOffsets {
+	for _, d := range mxfp4Offsets {
 		v := int(c0) + d
 		if v < 0 || v > 254 {
 			continue
