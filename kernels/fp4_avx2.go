@@ -78,13 +78,15 @@ func fp4Group32AVX2(dst []byte, x *[32]float32, c *fp4Cand, r *fp4Res) {
 	}
 	r.best, r.rtn = best, e0
 	r.ss = fold8(x0.Mul(x0).Add(x1.Mul(x1)).Add(x2.Mul(x2)).Add(x3.Mul(x3)))
-	var clip int
-	for j, xv := range [4]archsimd.Float32x8{x0, x1, x2, x3} {
-		_, v, sign, a := fp4Values8(xv, s)
-		clip += fp4Clips8(a)
-		binary.LittleEndian.PutUint32(dst[4*j:], pack8(fp4Codes8(v, sign)))
-	}
-	r.clip = int32(clip)
+	_, v0, s0, a0 := fp4Values8(x0, s)
+	_, v1, s1, a1 := fp4Values8(x1, s)
+	_, v2, s2, a2 := fp4Values8(x2, s)
+	_, v3, s3, a3 := fp4Values8(x3, s)
+	r.clip = int32(fp4Clips8(a0) + fp4Clips8(a1) + fp4Clips8(a2) + fp4Clips8(a3))
+	binary.LittleEndian.PutUint32(dst, pack8(fp4Codes8(v0, s0)))
+	binary.LittleEndian.PutUint32(dst[4:], pack8(fp4Codes8(v1, s1)))
+	binary.LittleEndian.PutUint32(dst[8:], pack8(fp4Codes8(v2, s2)))
+	binary.LittleEndian.PutUint32(dst[12:], pack8(fp4Codes8(v3, s3)))
 }
 
 // fp4Values8 is fp4Values16 for eight lanes.
@@ -117,11 +119,13 @@ func fp4Codes8(v, sign archsimd.Uint32x8) archsimd.Uint32x8 {
 }
 
 // pack8 returns eight codes (one per lane) as four bytes, the lower lane in the low nibble,
-// little-endian: the lanes shifted to their nibble (VPSLLVD) and summed by integer code.
+// little-endian: the lanes shifted to their nibble (VPSLLVD), the halves ORed, and the four
+// words extracted (VPEXTRD) and ORed, with no store through memory (the zeroing of a stack
+// array would be a legacy-SSE MOVUPS between the vector instructions).
 func pack8(c archsimd.Uint32x8) uint32 {
-	var w [8]uint32
-	c.ShiftLeft(archsimd.LoadUint32x8(&fp4NibblePos)).Store(&w)
-	return w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]
+	v := c.ShiftLeft(archsimd.LoadUint32x8(&fp4NibblePos))
+	h := v.GetLo().Or(v.GetHi())
+	return h.GetElem(0) | h.GetElem(1) | h.GetElem(2) | h.GetElem(3)
 }
 
 // fp4NibblePos is the bit position of each of eight codes in a packed 32-bit word.
