@@ -69,6 +69,7 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		expandFP4Range(dst, p, scales, i0, g)
 		return
 	}
+	defer archsimd.ClearAVXUpperBits() // the caller's next float instruction may be scalar
 	if lp == &avx2Loops {
 		expandFP4AVX2(dst, p, scales, i0, g)
 		return
