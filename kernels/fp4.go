@@ -108,7 +108,8 @@ type FP4Out struct {
 var ErrGlobalScale = errors.New("kernels: NVFP4 global scale out of range")
 
 // The range of NVFP4 global scales QuantizeNVFP4 accepts: every effective scale S/G of a
-// non-zero e4m3 S is then a normal float32, and every ratio x·G/S finite.
+// non-zero e4m3 S is then a normal, finite float32 (a ratio x/(S/G) that overflows is +-Inf,
+// which saturates to code ±6 like any ratio beyond 6).
 const (
 	NVFP4MinGlobal = 0x1p-100
 	NVFP4MaxGlobal = 0x1p100
