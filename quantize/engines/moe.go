@@ -63,8 +63,9 @@ func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*sche
 			c.problem(m.Name, "moe-shape", srcVLLMMarlinMoE, "moe_intermediate_size %d / TP %d is not a multiple of max(64, group size) = %d (Marlin MoE)", inter, tp, q)
 		}
 	}
-	experts := map[string]bool{}
+	experts, parts := map[string]bool{}, map[string]bool{}
 	for _, p := range m.Parts {
+		parts[p] = true
 		if i := strings.LastIndexByte(p, '.'); i > 0 {
 			experts[p[:i]] = true
 		}
@@ -75,7 +76,7 @@ func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*sche
 	}
 	for e := range experts {
 		for _, proj := range []string{"gate_proj", "up_proj", "down_proj"} {
-			if !contains(m.Parts, e+"."+proj) {
+			if !parts[e+"."+proj] {
 				c.problem(m.Name, "moe-experts", moeSrc, "%s has no %s", e, proj)
 			}
 		}

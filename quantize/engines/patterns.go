@@ -32,19 +32,35 @@ func Patterns(names, others []string) []string {
 	for _, n := range names {
 		set[n] = true
 	}
-	avoid := append([]string(nil), others...)
+	avoid := map[string]bool{}
 	for _, o := range others {
+		avoid[o] = true
 		if sm := reExpert.FindStringSubmatch(o); sm != nil {
-			avoid = append(avoid, sm[1]) // the FusedMoE layer the engines build over the expert
+			avoid[sm[1]] = true // the FusedMoE layer the engines build over the expert
 		}
 	}
-	clashes := func(pattern string) bool {
-		for _, o := range avoid {
-			if equalOrRegexMatch(o, pattern, true) {
-				return true
+	// clashes reports whether entry reaches a name of avoid; an entry "re:.*\.S$" (suffixes
+	// given) reaches exactly the names ending in one of its literal suffixes.
+	memo := map[string]bool{}
+	clashes := func(entry string, suffixes []string) bool {
+		if v, ok := memo[entry]; ok {
+			return v
+		}
+		hit := false
+		for o := range avoid {
+			if suffixes != nil {
+				for _, sfx := range suffixes {
+					hit = hit || strings.HasSuffix(o, sfx)
+				}
+			} else {
+				hit = equalOrRegexMatch(o, entry, true)
+			}
+			if hit {
+				break
 			}
 		}
-		return false
+		memo[entry] = hit
+		return hit
 	}
 	seen := map[string]bool{}
 	var out []string
@@ -56,23 +72,33 @@ func Patterns(names, others []string) []string {
 	}
 	for _, n := range names {
 		parent, leaf := splitLast(n)
-		alt := regexp.QuoteMeta(leaf)
-		if alts := fusedAlternatives(parent, leaf, set); len(alts) > 1 {
-			alt = "(" + strings.Join(alts, "|") + ")"
+		alts := fusedAlternatives(parent, leaf, set)
+		quoted := make([]string, len(alts))
+		for i, a := range alts {
+			quoted[i] = regexp.QuoteMeta(a)
+		}
+		alt := quoted[0]
+		if len(alts) > 1 {
+			alt = "(" + strings.Join(quoted, "|") + ")"
 		}
 		if sm := reLayer.FindStringSubmatch(n); sm != nil {
 			tailParent, _ := splitLast(sm[2])
-			p := `re:.*\.`
+			p, lit := `re:.*\.`, "."
 			if tailParent != "" {
 				p += regexp.QuoteMeta(tailParent) + `\.`
+				lit += tailParent + "."
 			}
 			p += alt + "$"
-			if !clashes(p) {
+			suffixes := make([]string, len(alts))
+			for i, a := range alts {
+				suffixes[i] = lit + a
+			}
+			if !clashes(p, suffixes) {
 				emit(p)
 				continue
 			}
 		}
-		if alt == regexp.QuoteMeta(leaf) && !clashes(n) {
+		if len(alts) == 1 && !clashes(n, nil) {
 			emit(n)
 			continue
 		}
