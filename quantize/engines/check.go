@@ -178,8 +178,13 @@ func (c *checker) checkDense(mods []Module) {
 // checkUnquantized: modules the engines always build unquantized must be plain weights.
 func (c *checker) checkUnquantized(m Module) {
 	src := srcSGLDeepseek
-	if c.e == VLLM {
+	switch {
+	case c.e == VLLM && m.Draft:
+		src = srcVLLMMTP
+	case c.e == VLLM:
 		src = srcVLLMDeepseek
+	case m.Draft:
+		src = srcSGLNextN
 	}
 	for _, p := range m.Parts {
 		if ok, why := c.plain(p); !ok {

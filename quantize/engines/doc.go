@@ -50,10 +50,14 @@ var (
 		"483186f376deaa4ccb04898c50dff91ab6c980c0"}
 	srcVLLMDeepseek = Source{"vllm", "vllm/model_executor/models/deepseek_v2.py",
 		"b863fe5bf4e19680572603b4e166faefc5725551"}
+	srcSGLNextN = Source{"sglang", "python/sglang/srt/models/deepseek_nextn.py",
+		"c28bdc9012d29bed6b96688a44d6788157ef3d86"}
+	srcVLLMMTP = Source{"vllm", "vllm/model_executor/models/deepseek_mtp.py",
+		"4f7c14402630b97c8c078523fca8edef287ed2cf"}
 )
 
 // Sources lists every source file the rules cite, for documentation.
 func Sources() []Source {
 	return []Source{srcSGLUtils, srcSGLCT, srcSGLCTMoE, srcSGLDeepseek, srcSGLGLM4,
-		srcVLLMUtils, srcVLLMCT, srcVLLMMarlinMoE, srcVLLMDeepseek}
+		srcVLLMUtils, srcVLLMCT, srcVLLMMarlinMoE, srcVLLMDeepseek, srcSGLNextN, srcVLLMMTP}
 }
