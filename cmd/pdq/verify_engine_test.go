@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,5 +41,46 @@ func TestVerifyEngine(t *testing.T) {
 	}
 	if _, code, _ := runPDQ(t, "verify", "--engine", "trt", out); code != exitUsage {
 		t.Errorf("unknown engine: exit %d, want usage", code)
+	}
+}
+
+// TestConvertConfigWithoutQuantization: an FP8 source converted with --config FILE lacking a
+// quantization_config gets the FP8 block quantization_config in its prefill copy, and both
+// engines then load the prefill output.
+func TestConvertConfigWithoutQuantization(t *testing.T) {
+	dir := t.TempDir()
+	src, out, cfgFile := filepath.Join(dir, "src"), filepath.Join(dir, "out"), filepath.Join(dir, "model-config.json")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--fp8", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg, "quantization_config")
+	b, _ = json.Marshal(cfg)
+	if err := os.WriteFile(cfgFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := runPDQ(t, "convert", src, "--config", cfgFile, "--out", out, "-q"); code != 0 {
+		t.Fatal(err)
+	}
+	b, err = os.ReadFile(filepath.Join(out, "prefill", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre map[string]any
+	if err := json.Unmarshal(b, &pre); err != nil {
+		t.Fatal(err)
+	}
+	if qc, _ := pre["quantization_config"].(map[string]any); qc["quant_method"] != "fp8" {
+		t.Errorf("prefill config.json quantization_config = %v, want the FP8 block one", pre["quantization_config"])
+	}
+	if stdout, code, err := runPDQ(t, "verify", "--engine", "all", filepath.Join(out, "prefill")); code != 0 {
+		t.Errorf("verify --engine of the prefill copy: exit %d, %v\n%s", code, err, stdout)
 	}
 }
