@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"strconv"
+
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
@@ -136,7 +138,7 @@ func (c *checker) checkFusion(qc map[string]any, mods []Module) {
 		}
 		f := Finding{Engine: c.e, Module: m.Name, Rule: "shared-expert-fusion", Source: src.String(),
 			Flag: "--disable-shared-experts-fusion",
-			Problem: "SGLang fuses the shared expert into the routed experts as expert " + itoa(routed) +
+			Problem: "SGLang fuses the shared expert into the routed experts as expert " + strconv.FormatInt(routed, 10) +
 				" with their scheme, but the shared expert is stored " + form(c, sharedGate) + " and the routed ones " +
 				form(c, m.Parts[0]) + ": launch with --disable-shared-experts-fusion"}
 		c.res.Flags = append(c.res.Flags, f)
@@ -159,18 +161,4 @@ func form(c *checker, m string) string {
 		return string(w.DType)
 	}
 	return ""
-}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }

@@ -81,19 +81,6 @@ var fusedByFamily = map[Family][]fusedSpec{
 	},
 }
 
-// FusedNames lists every fused module name either engine builds, with its parts: what an ignore
-// or target pattern must also match to reach the module as the engines name it.
-func FusedNames() map[string][]string {
-	out := map[string][]string{}
-	for _, specs := range fusedByFamily {
-		for _, s := range specs {
-			out[s.sglang] = s.parts
-			out[s.vllm] = s.parts
-		}
-	}
-	return out
-}
-
 // PackedMapping is the packed_modules_mapping the engine registers for the family: the fused
 // names should_ignore_layer splits back into parts. The MTP draft models register none that pdq
 // has read (taken as none: stricter, never looser).

@@ -82,11 +82,3 @@ func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*sche
 		}
 	}
 }
-
-// max is the larger of two ints.
-func max(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
