@@ -206,6 +206,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 			fmt.Fprintf(w, "prefill: %d source shards cloned (their blocks shared with SRC, nothing written)\n", n)
 		}
 		writeNotes(errw, rep.Skipped, rep.Warnings)
+		warnEngines(errw, o.out)
 	}
 	return checkSQNRFloor(rep, o.failSQNRBelow)
 }

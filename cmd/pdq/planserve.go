@@ -76,6 +76,7 @@ type launchCommand struct {
 	Env   []string `json:"env,omitempty"`
 	Args  []string `json:"args"`
 	Shell string   `json:"shell"`
+	Note  string   `json:"note,omitempty"`
 }
 
 // errServePlan: the serving plan of --serve cannot work (weights over budget, no room for one
@@ -176,16 +177,19 @@ func (f *serveFlags) plan(p *convert.Plan) (*servingSummary, error) {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s", c.which, pr))
 		}
 	}
+	prefillFlags, decodeFlags, refused := serving.EngineFlags(p, engine)
+	s.Warnings = append(s.Warnings, refused...)
 	if f.serve != "" && s.Prefill != nil && s.Decode != nil {
 		d := serving.Deployment{Engine: engine, Parallel: par, KVDType: kvdt,
 			PrefillDir: path.Join(f.out, "prefill"), DecodeDir: path.Join(f.out, "decode"),
-			PrefillFraction: s.Prefill.MemFraction, DecodeFraction: s.Decode.MemFraction}
+			PrefillFraction: s.Prefill.MemFraction, DecodeFraction: s.Decode.MemFraction,
+			PrefillFlags: prefillFlags, DecodeFlags: decodeFlags}
 		cmds, err := d.Commands()
 		if err != nil {
 			return nil, usageError{err}
 		}
 		for _, c := range cmds {
-			s.Commands = append(s.Commands, launchCommand{Name: c.Name, Env: c.Env, Args: c.Line(), Shell: c.String()})
+			s.Commands = append(s.Commands, launchCommand{Name: c.Name, Env: c.Env, Args: c.Line(), Shell: c.String(), Note: c.Note})
 		}
 	}
 	return s, nil
@@ -284,7 +288,11 @@ func (s *servingSummary) print(w io.Writer) {
 	if len(s.Commands) > 0 {
 		fmt.Fprintf(w, "\nlaunch commands (%s; the hosts are placeholders):\n", s.Engine)
 		for _, c := range s.Commands {
-			fmt.Fprintf(w, "\n# %s\n%s\n", c.Name, c.Shell)
+			fmt.Fprintf(w, "\n# %s\n", c.Name)
+			if c.Note != "" {
+				fmt.Fprintf(w, "# %s\n", c.Note)
+			}
+			fmt.Fprintf(w, "%s\n", c.Shell)
 		}
 	}
 }

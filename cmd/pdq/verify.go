@@ -24,6 +24,8 @@ type verifyOptions struct {
 	deep     bool
 	endpoint string
 	region   string
+	engine   string // --engine: check DIR against the serving engines' loading rules
+	tp       int
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -40,17 +42,33 @@ written bytes and compared with report.json when it is there.
 With one URL (s3://bucket/prefix or file:///path), verify checks a published version against its
 manifest: sizes and stored checksums where the store can answer, every byte with --deep.
 
+With --engine sglang|vllm|all and one DIR, verify applies the serving engines' loading rules
+(written from their source, cited in docs/SERVING.md) to config.json and the tensor headers:
+every module an engine would refuse or mis-load is named with the rule and its source, and the
+launch flags the checkpoint needs are listed.
+
 Exit status 1 when anything is wrong; every problem is listed.`,
 		Example: `  pdq verify /models/GLM-5-FP8 /data/glm5-pd/decode
   pdq verify /models/GLM-5-FP8 /data/glm5-pd/prefill --json
-  pdq verify s3://models/glm5/v1/decode --deep`,
+  pdq verify s3://models/glm5/v1/decode --deep
+  pdq verify --engine sglang --tp 8 /data/glm5-pd          # both outputs, SGLang's rules
+  pdq verify --engine all /data/glm5-pd/decode --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if o.engine != "" {
+				if len(args) == 1 {
+					return nil
+				}
+				return usagef("verify --engine: want one checkpoint or output DIR\n\nUsage: pdq verify --engine sglang|vllm|all [--tp N] DIR")
+			}
 			if len(args) == 1 && isStoreURL(args[0]) || len(args) == 2 {
 				return nil
 			}
 			return usagef("verify: want SRC OUTDIR, or one store URL\n\nUsage: %s", cmd.UseLine())
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.engine != "" {
+				return runVerifyEngine(cmd.OutOrStdout(), args[0], o)
+			}
 			if len(args) == 1 {
 				return runVerifyRemote(cmd.Context(), cmd.OutOrStdout(), args[0], remoteVerifyOptions{Deep: o.deep, JSON: o.asJSON, Endpoint: o.endpoint, Region: o.region})
 			}
@@ -63,6 +81,8 @@ Exit status 1 when anything is wrong; every problem is listed.`,
 	fl.BoolVar(&o.deep, "deep", false, "URL form: download and hash every file")
 	fl.StringVar(&o.endpoint, "endpoint", "", "URL form: S3 endpoint (default $AWS_ENDPOINT_URL)")
 	fl.StringVar(&o.region, "region", "", "URL form: S3 region (default $AWS_REGION)")
+	fl.StringVar(&o.engine, "engine", "", "check DIR (a checkpoint, or a conversion's output directory) against the loading rules of sglang, vllm or all (see docs/SERVING.md)")
+	fl.IntVar(&o.tp, "tp", 0, "with --engine: tensor-parallel size of the MoE layers, for the kernels' shape rules")
 	return cmd
 }
 

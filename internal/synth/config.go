@@ -5,9 +5,11 @@
 package synth
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Style names a family of tensor naming and attention layout.
@@ -48,6 +50,11 @@ type Model struct {
 	IndexHeads   int
 	IndexHeadDim int
 	MTPLayers    int // num_nextn_predict_layers
+	// Source is the config.json the model was read from (FromConfigFile), nil otherwise: ConfigJSON
+	// keeps its architectures and every field the dimensions above do not decide (GLM-5's
+	// GlmMoeDsaForCausalLM, index_topk, rope_interleave, max_position_embeddings, ...), so the
+	// engines would take the same model path as for the real checkpoint.
+	Source map[string]any `json:"-"`
 }
 
 // Tiny returns a small model of the given style: a few MiB, every tensor kind present, dimensions
@@ -124,13 +131,19 @@ func FromConfigFile(path string) (Model, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Model{}, fmt.Errorf("synth: %s: %w", path, err)
 	}
+	var raw map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return Model{}, fmt.Errorf("synth: %s: %w", path, err)
+	}
 	m := Model{
 		Style: StyleGLM4, ModelType: c.ModelType, Hidden: c.Hidden, Layers: c.Layers, DenseLayers: c.DenseLayers,
 		Intermediate: c.Intermediate, MoEIntermediate: c.MoEIntermediate, Experts: c.Experts,
 		SharedExperts: c.SharedExperts, ExpertsPerTok: c.ExpertsPerTok, Vocab: c.Vocab, Heads: c.Heads,
 		KVHeads: c.KVHeads, HeadDim: c.HeadDim, AttentionBias: c.AttentionBias, QLoraRank: c.QLoraRank,
 		KVLoraRank: c.KVLoraRank, QKNope: c.QKNope, QKRope: c.QKRope, VHead: c.VHead,
-		IndexHeads: c.IndexHeads, IndexHeadDim: c.IndexHeadDim, MTPLayers: c.MTPLayers,
+		IndexHeads: c.IndexHeads, IndexHeadDim: c.IndexHeadDim, MTPLayers: c.MTPLayers, Source: raw,
 	}
 	if c.KVLoraRank > 0 {
 		m.Style = StyleDeepSeek
@@ -147,9 +160,48 @@ func FromConfigFile(path string) (Model, error) {
 	return m, nil
 }
 
-// ConfigJSON returns a config.json for the model in the Hugging Face layout. fp8 adds the
-// DeepSeek-style FP8 block quantization_config.
+// ConfigJSON returns a config.json for the model in the Hugging Face layout: Source's fields (when
+// the model was read from a config) with the dimensions of m. fp8 adds the DeepSeek-style FP8
+// block quantization_config; Source's own quantization_config is never kept.
 func (m Model) ConfigJSON(fp8 bool) ([]byte, error) {
+	c := m.configFields()
+	if m.Source != nil {
+		src := make(map[string]any, len(m.Source)+len(c))
+		for k, v := range m.Source {
+			src[k] = v
+		}
+		delete(src, "quantization_config")
+		for k := range src {
+			if strings.HasPrefix(k, "_") {
+				delete(src, k) // notes of the file, not the model's
+			}
+		}
+		for _, k := range sourceKept {
+			if _, ok := m.Source[k]; ok {
+				delete(c, k)
+			}
+		}
+		for k, v := range c {
+			src[k] = v
+		}
+		c = src
+	}
+	if fp8 {
+		c["quantization_config"] = map[string]any{
+			"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": []int{128, 128},
+		}
+	}
+	return json.MarshalIndent(c, "", "  ")
+}
+
+// sourceKept are the fields of a generated config that a Source config's own values replace:
+// what the dimensions of Model do not decide.
+var sourceKept = []string{"architectures", "model_type", "hidden_act", "rms_norm_eps", "tie_word_embeddings",
+	"torch_dtype", "norm_topk_prob", "routed_scaling_factor", "max_position_embeddings", "rope_theta",
+	"scoring_func", "topk_method", "n_group", "topk_group"}
+
+// configFields are the config.json fields of a model generated without a Source.
+func (m Model) configFields() map[string]any {
 	arch := "Glm4MoeForCausalLM"
 	if m.Style == StyleDeepSeek {
 		arch = "DeepseekV3ForCausalLM"
@@ -175,12 +227,7 @@ func (m Model) ConfigJSON(fp8 bool) ([]byte, error) {
 	if m.IndexHeads > 0 {
 		c["index_n_heads"], c["index_head_dim"] = m.IndexHeads, m.IndexHeadDim
 	}
-	if fp8 {
-		c["quantization_config"] = map[string]any{
-			"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": []int{128, 128},
-		}
-	}
-	return json.MarshalIndent(c, "", "  ")
+	return c
 }
 
 // Medium returns a model with dimensions a hundred times larger than Tiny's per layer (hidden

@@ -3,6 +3,7 @@ package synth
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -122,5 +123,42 @@ func TestFromConfig(t *testing.T) {
 	// 256 experts x 76 MoE layers x 3 x 6144 x 2048 = 0.73e12 weights.
 	if experts < 7.2e11 || experts > 7.4e11 {
 		t.Errorf("GLM-5 routed expert weights: %d", experts)
+	}
+}
+
+// TestConfigKeepsSource: a model read from GLM-5's config writes GLM-5's config.json
+// (GlmMoeDsaForCausalLM, the DSA fields, its context length), with the overridden dimensions, so
+// the engines' GLM-5 path is the one the tests exercise.
+func TestConfigKeepsSource(t *testing.T) {
+	m, err := FromConfigFile("../../testdata/configs/glm-5.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Layers, m.Experts = 4, 2
+	for _, fp8 := range []bool{false, true} {
+		b, err := m.ConfigJSON(fp8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		arch, _ := c["architectures"].([]any)
+		if len(arch) != 1 || arch[0] != "GlmMoeDsaForCausalLM" {
+			t.Errorf("architectures = %v, want [GlmMoeDsaForCausalLM]", c["architectures"])
+		}
+		for k, want := range map[string]any{"index_topk": 2048.0, "rope_interleave": true, "indexer_rope_interleave": true,
+			"max_position_embeddings": 202752.0, "model_type": "glm_moe_dsa", "num_hidden_layers": 4.0, "n_routed_experts": 2.0} {
+			if c[k] != want {
+				t.Errorf("%s = %v, want %v", k, c[k], want)
+			}
+		}
+		if _, ok := c["_provenance"]; ok {
+			t.Errorf("file notes copied into the model config")
+		}
+		if _, ok := c["quantization_config"]; ok != fp8 {
+			t.Errorf("fp8 %v: quantization_config present %v", fp8, ok)
+		}
 	}
 }

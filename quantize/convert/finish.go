@@ -31,7 +31,7 @@ func (r *runner) finish() (*Report, error) {
 		if err := copySideFiles(p.Source.Dir, dir); err != nil {
 			return nil, err
 		}
-		if out.CopySource {
+		if out.CopySource && !out.WriteConfig {
 			cfg := filepath.Join(p.Source.Dir, "config.json")
 			if p.ConfigFile != "" {
 				cfg = p.ConfigFile

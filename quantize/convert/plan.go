@@ -15,6 +15,7 @@ import (
 
 	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/engines"
 	"pdq/quantize/report"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -174,7 +175,10 @@ type Output struct {
 	Shards []safetensors.ShardPlan
 	// CopySource: the output is the source's shard files unchanged (FP8 source prefill).
 	CopySource bool
-	Config     map[string]any // the config.json to write
+	// WriteConfig: with CopySource, Config is written instead of copying the source's config.json
+	// (an FP8 source whose config has no quantization_config gets one, see copyConfig).
+	WriteConfig bool
+	Config      map[string]any // the config.json to write
 	// Where maps each output tensor name to its shard index in Shards.
 	Where map[string]int
 }
@@ -377,6 +381,9 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 	if o.TargetSet != nil {
 		isTarget = o.TargetSet[m.Name]
 	}
+	if _, ok := engines.AlwaysUnquantized(m.Name); ok {
+		ignored = true // both engines build it unquantized: a quantized form would not load
+	}
 	fp8 := m.Weight.DType == safetensors.F8E4M3
 	// Prefill: FP8 sources pass through whole; dense sources get FP8 blocks.
 	if !fp8Source && !ignored {
@@ -482,7 +489,7 @@ func (p *Plan) planOutput(kind OutputKind) (*Output, error) {
 
 func (p *Plan) planPrefill() (*Output, error) {
 	if l := p.Layout.Layout; l == rules.LayoutFP8Block || l == rules.LayoutCTFP8 {
-		return &Output{Kind: KindPrefill, CopySource: true, Config: p.Config}, nil
+		return p.copyOutput(), nil
 	}
 	out, err := p.planOutput(KindPrefill)
 	if err != nil {

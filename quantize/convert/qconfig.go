@@ -1,10 +1,9 @@
 package convert
 
 import (
-	"regexp"
-	"sort"
 	"strings"
 
+	"pdq/quantize/engines"
 	"pdq/quantize/rules"
 )
 
@@ -107,46 +106,6 @@ func isHeadOrRouter(m *Module) bool {
 		(name == "lm_head" || strings.HasSuffix(name, ".mlp.gate") || strings.HasSuffix(name, "shared_head.head"))
 }
 
-var layerIndex = regexp.MustCompile(`^(.*?\.layers\.)\d+(\..*)$`)
-
-// Patterns returns a short list of compressed-tensors target strings that matches every module in
-// names and none in others: names that differ only in their layer index become one
-// "re:" pattern; a pattern that would also catch one of others falls back to exact names. The
-// result is sorted, deterministic, and derived from the plan rather than hard-coded.
-func Patterns(names, others []string) []string {
-	groups := map[string][]string{}
-	var keys []string
-	for _, n := range names {
-		key := n
-		if sm := layerIndex.FindStringSubmatch(n); sm != nil {
-			key = "re:" + regexp.QuoteMeta(sm[1]) + `\d+` + regexp.QuoteMeta(sm[2]) + "$"
-		}
-		if _, ok := groups[key]; !ok {
-			keys = append(keys, key)
-		}
-		groups[key] = append(groups[key], n)
-	}
-	var out []string
-	for _, key := range keys {
-		members := groups[key]
-		if !strings.HasPrefix(key, "re:") || len(members) == 1 {
-			out = append(out, members...)
-			continue
-		}
-		re := regexp.MustCompile(strings.TrimPrefix(key, "re:"))
-		clash := false
-		for _, o := range others {
-			if re.MatchString(o) {
-				clash = true
-				break
-			}
-		}
-		if clash {
-			out = append(out, members...)
-		} else {
-			out = append(out, key)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
+// Patterns returns the compressed-tensors entries that reach every module in names, as the
+// engines name it, and none in others (engines.Patterns: the convention and why).
+func Patterns(names, others []string) []string { return engines.Patterns(names, others) }

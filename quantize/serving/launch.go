@@ -12,6 +12,8 @@ type Command struct {
 	Env     []string // KEY=value set before the command
 	Program []string // how the engine's entry point is run: "python -m sglang.launch_server", "vllm serve"
 	Args    []string // what follows the program: positional arguments, then flags and their values
+	// Note, when set, is what a person must know to run the command (where its program comes from).
+	Note string
 }
 
 // Line is the whole command line: Program then Args.
@@ -60,6 +62,9 @@ type Deployment struct {
 	PrefillFraction, DecodeFraction float64
 	// PrefillHost and DecodeHost are where the servers run, for the router (placeholders when empty).
 	PrefillHost, DecodeHost string
+	// PrefillFlags and DecodeFlags are flags the engine's loading rules require of each server
+	// (EngineFlags: --disable-shared-experts-fusion beside INT4 routed and BF16 shared experts).
+	PrefillFlags, DecodeFlags []string
 }
 
 // Ports of the generated commands: each engine's documented defaults where it has them.
@@ -119,7 +124,7 @@ func sglangKVDType(dt KVDType) string {
 }
 
 func (d Deployment) sglang(ph, dh string) []Command {
-	server := func(role Role, dir string, port int, frac float64) Command {
+	server := func(role Role, dir string, port int, frac float64, extra []string) Command {
 		a := []string{"--model-path", dir, "--trust-remote-code",
 			"--disaggregation-mode", string(role), "--disaggregation-transfer-backend", "mooncake",
 			"--tp-size", itoa(d.Parallel.TP)}
@@ -133,6 +138,7 @@ func (d Deployment) sglang(ph, dh string) []Command {
 			}
 		}
 		a = append(a, "--kv-cache-dtype", sglangKVDType(d.KVDType), "--mem-fraction-static", fraction(frac))
+		a = append(a, extra...)
 		if role == RolePrefill {
 			a = append(a, "--disaggregation-bootstrap-port", itoa(sglangBootstrapPort))
 		}
@@ -144,11 +150,16 @@ func (d Deployment) sglang(ph, dh string) []Command {
 		"--decode", fmt.Sprintf("http://%s:%d", dh, sglangDecodePort),
 		"--host", "0.0.0.0", "--port", itoa(sglangRouterPort)}}
 	return []Command{
-		server(RolePrefill, d.PrefillDir, sglangPrefillPort, d.PrefillFraction),
-		server(RoleDecode, d.DecodeDir, sglangDecodePort, d.DecodeFraction),
+		server(RolePrefill, d.PrefillDir, sglangPrefillPort, d.PrefillFraction, d.PrefillFlags),
+		server(RoleDecode, d.DecodeDir, sglangDecodePort, d.DecodeFraction, d.DecodeFlags),
 		router,
 	}
 }
+
+// vllmProxyScript is the disaggregation proxy of vLLM's source tree
+// (tests/v1/kv_connector/nixl_integration/toy_proxy_server.py: --host, --port, --prefiller-hosts,
+// --prefiller-ports, --decoder-hosts, --decoder-ports).
+const vllmProxyScript = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 
 // vllmKVTransfer is the NIXL connector configuration of both vLLM servers.
 const vllmKVTransfer = `{"kv_connector":"NixlConnector","kv_role":"kv_both"}`
@@ -158,7 +169,7 @@ func (d Deployment) vllm(ph, dh string) []Command {
 	if d.KVDType == KVFP8 {
 		kv = "fp8_e4m3"
 	}
-	server := func(role Role, dir string, port, side int, frac float64) Command {
+	server := func(role Role, dir string, port, side int, frac float64, extra []string) Command {
 		// vLLM's --tensor-parallel-size is one DP rank's; the MoE layers span TP x DP GPUs.
 		a := []string{dir, "--trust-remote-code",
 			"--tensor-parallel-size", itoa(d.Parallel.AttnTP())}
@@ -168,18 +179,21 @@ func (d Deployment) vllm(ph, dh string) []Command {
 		if d.Parallel.EP > 1 {
 			a = append(a, "--enable-expert-parallel")
 		}
-		a = append(a, "--kv-cache-dtype", kv, "--gpu-memory-utilization", fraction(frac),
-			"--kv-transfer-config", vllmKVTransfer, "--port", itoa(port))
+		a = append(a, "--kv-cache-dtype", kv, "--gpu-memory-utilization", fraction(frac))
+		a = append(a, extra...)
+		a = append(a, "--kv-transfer-config", vllmKVTransfer, "--port", itoa(port))
 		return Command{Name: string(role), Env: []string{"VLLM_NIXL_SIDE_CHANNEL_PORT=" + itoa(side)}, Program: []string{"vllm", "serve"}, Args: a}
 	}
-	// The proxy is a script of vLLM's source tree (not installed with the wheel).
-	proxy := Command{Name: "proxy", Program: []string{"python", "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"}, Args: []string{
-		"--port", itoa(vllmProxyPort),
-		"--prefiller-hosts", ph, "--prefiller-ports", itoa(vllmPrefillPort),
-		"--decoder-hosts", dh, "--decoder-ports", itoa(vllmDecodePort)}}
+	// The proxy is a script of vLLM's source tree (not installed with the wheel); it listens on
+	// localhost unless told --host.
+	proxy := Command{Name: "proxy", Program: []string{"python", vllmProxyScript},
+		Note: "run from the root of a vLLM source checkout of the installed version: " + vllmProxyScript + " is not installed with the wheel",
+		Args: []string{"--host", "0.0.0.0", "--port", itoa(vllmProxyPort),
+			"--prefiller-hosts", ph, "--prefiller-ports", itoa(vllmPrefillPort),
+			"--decoder-hosts", dh, "--decoder-ports", itoa(vllmDecodePort)}}
 	return []Command{
-		server(RolePrefill, d.PrefillDir, vllmPrefillPort, vllmPrefillSideCh, d.PrefillFraction),
-		server(RoleDecode, d.DecodeDir, vllmDecodePort, vllmDecodeSideCh, d.DecodeFraction),
+		server(RolePrefill, d.PrefillDir, vllmPrefillPort, vllmPrefillSideCh, d.PrefillFraction, d.PrefillFlags),
+		server(RoleDecode, d.DecodeDir, vllmDecodePort, vllmDecodeSideCh, d.DecodeFraction, d.DecodeFlags),
 		proxy,
 	}
 }

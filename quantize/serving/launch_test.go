@@ -38,6 +38,14 @@ func citedFlags(t *testing.T) map[Engine]map[string]bool {
 	return out
 }
 
+// engineFlagsOf is every flag EngineFlags can give engine e's servers.
+func engineFlagsOf(e Engine) []string {
+	if e == SGLang {
+		return []string{"--disable-shared-experts-fusion"}
+	}
+	return nil
+}
+
 // TestLaunchFlagsCited: every program, flag and environment variable of the generated commands is
 // one docs/SERVING.md cites for that engine's release, so a renamed flag fails here first.
 func TestLaunchFlagsCited(t *testing.T) {
@@ -47,7 +55,7 @@ func TestLaunchFlagsCited(t *testing.T) {
 			t.Fatalf("%s: %d cited flags in docs/SERVING.md", e, len(cited[e]))
 		}
 		for _, d := range []Deployment{
-			{Engine: e, Parallel: Parallel{TP: 8, EP: 1}, KVDType: KVBF16, PrefillDir: "out/prefill", DecodeDir: "out/decode", PrefillFraction: 0.894, DecodeFraction: 0.929},
+			{Engine: e, Parallel: Parallel{TP: 8, EP: 1}, KVDType: KVBF16, PrefillDir: "out/prefill", DecodeDir: "out/decode", PrefillFraction: 0.894, DecodeFraction: 0.929, DecodeFlags: engineFlagsOf(e)},
 			{Engine: e, Parallel: Parallel{TP: 8, EP: 8}, KVDType: KVFP8, PrefillDir: "out/prefill", DecodeDir: "out/decode", PrefillFraction: 0.9, DecodeFraction: 0.9},
 			{Engine: e, Parallel: Parallel{TP: 8, EP: 8, DP: 8, DPLMHead: e == SGLang}, KVDType: KVFP8, PrefillDir: "out/prefill", DecodeDir: "out/decode", PrefillFraction: 0.894, DecodeFraction: 0.833},
 		} {
@@ -168,6 +176,9 @@ func TestLaunchCommands(t *testing.T) {
 	}
 }
 
+// glm5DecodeFlags are the flags EngineFlags gives GLM-5's SGLang decode server (TestEngineFlags).
+var glm5DecodeFlags = []string{"--disable-shared-experts-fusion"}
+
 // TestDocsShowGeneratedCommands: the launch commands docs/SERVING.md shows are what the generator
 // writes for those plans (GLM-5 on 8 x 141 GiB, SGLang TP8, vLLM TP8 EP8 and SGLang TP8 DP8, BF16
 // KV cache).
@@ -179,19 +190,25 @@ func TestDocsShowGeneratedCommands(t *testing.T) {
 	doc := string(b)
 	for _, d := range []Deployment{
 		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
-			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RolePrefill, true), DecodeFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RoleDecode, true)},
+			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RolePrefill, true), DecodeFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1}, RoleDecode, true),
+			DecodeFlags: glm5DecodeFlags},
 		{Engine: VLLM, Parallel: Parallel{TP: 8, EP: 8}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
 			PrefillFraction: 0.9, DecodeFraction: 0.9},
 		{Engine: SGLang, Parallel: Parallel{TP: 8, EP: 1, DP: 8}, KVDType: KVBF16, PrefillDir: "/data/g5/prefill", DecodeDir: "/data/g5/decode",
 			PrefillFraction: DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1, DP: 8}, RolePrefill, true),
-			DecodeFraction:  DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1, DP: 8}, RoleDecode, true)},
+			DecodeFraction:  DefaultMemFraction(SGLang, 141<<30, Parallel{TP: 8, EP: 1, DP: 8}, RoleDecode, true),
+			DecodeFlags:     glm5DecodeFlags},
 	} {
 		cmds, err := d.Commands()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cmds {
-			if !strings.Contains(doc, "# "+c.Name+"\n"+c.String()+"\n") {
+			head := "# " + c.Name + "\n"
+			if c.Note != "" {
+				head += "# " + c.Note + "\n" // as pdq plan prints it
+			}
+			if !strings.Contains(doc, head+c.String()+"\n") {
 				t.Errorf("docs/SERVING.md does not show the %s %s command:\n%s", d.Engine, c.Name, c.String())
 			}
 		}
