@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,7 +52,11 @@ func (f *storeFlags) check() error {
 }
 
 func (f *storeFlags) open(ctx context.Context, url string) (store.Store, error) {
-	return publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: f.endpoint, Region: f.region, MaxConns: f.parallel})
+	st, err := publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: f.endpoint, Region: f.region, MaxConns: f.parallel})
+	if errors.Is(err, publish.ErrBadURL) {
+		return nil, usageError{err}
+	}
+	return st, err
 }
 
 // progress returns a progress bar on stderr when it is a terminal and output is wanted.
