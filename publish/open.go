@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"pdq/publish/store"
 	"pdq/publish/store/s3store"
@@ -20,7 +21,14 @@ type StoreOptions struct {
 	Endpoint, Region string
 	// MaxConns is the number of connections to keep (set it to the parallelism).
 	MaxConns int
+	// Timeout is the idle timeout of an S3 request: one that sends and receives nothing for this
+	// long fails (tried up to three times, then an error wrapping store.ErrStalled). Zero means
+	// DefaultTimeout; a negative value, no limit.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is the idle timeout of S3 requests when StoreOptions.Timeout is zero.
+const DefaultTimeout = s3store.DefaultTimeout
 
 // ErrBadURL marks a store argument that looks like a URL but is not one pdq can use: a scheme it
 // does not know, or a known one misspelled (s3:/bucket, s3:bucket, file:relative). Such an
@@ -80,6 +88,7 @@ func OpenStore(ctx context.Context, raw string, opts StoreOptions) (store.Store,
 		}
 		return s3store.New(ctx, s3store.Config{
 			Bucket: bucket, Prefix: prefix, Endpoint: opts.Endpoint, Region: opts.Region, MaxConns: opts.MaxConns,
+			Timeout: opts.Timeout,
 		})
 	case strings.HasPrefix(raw, "file://"):
 		u, err := url.Parse(raw)

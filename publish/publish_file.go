@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 
 	"pdq/publish/store"
 )
@@ -153,7 +154,7 @@ func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, par
 	var read int64
 	resume := true
 	var err error
-	for range 2 {
+	for attempt := range 2 {
 		var s sums
 		var st sendStats
 		s, st, err = u.send(ctx, key, f, partSize, known, md, resume)
@@ -166,7 +167,7 @@ func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, par
 			// The bytes read now are not those hashed: sending them again cannot help.
 			return sums{}, st, fmt.Errorf("publish: %s changed after it was hashed (or since the sums record saw it): %w", quote(f.local), err)
 		}
-		if errors.Is(err, errChanged) {
+		if errors.Is(err, errChanged) || permanent(err) {
 			return sums{}, st, err
 		}
 		if info, serr := u.st.Stat(ctx, key); serr == nil && info.Size == f.size {
@@ -185,7 +186,9 @@ func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, par
 			}
 		}
 		resume = !errors.Is(err, errRestart)
-		u.log.Warn("upload failed; trying once more", "key", key, "err", err)
+		if attempt == 0 {
+			u.log.Warn("upload failed; trying once more", "key", key, "err", err)
+		}
 	}
 	return sums{}, sendStats{bytesRead: read}, err
 }
@@ -213,4 +216,18 @@ func sent(r FileResult, s sendStats, read int64) FileResult {
 		r.Action = "resumed"
 	}
 	return r
+}
+
+// permanent says whether an upload error would only happen again if the upload were tried once
+// more on the spot: refused credentials, a missing bucket, a server that stopped answering or
+// cannot be reached (the store tried each request already), or a file system that refuses the
+// write (the local store's: no space, read-only, no permission, an I/O error).
+func permanent(err error) bool {
+	for _, e := range []error{store.ErrAuth, store.ErrNoBucket, store.ErrStalled, store.ErrUnreachable, store.ErrInvalidKey,
+		syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EACCES, syscall.EPERM, syscall.EIO, syscall.ENAMETOOLONG} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

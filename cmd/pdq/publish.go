@@ -27,6 +27,7 @@ type storeFlags struct {
 	endpoint, region string
 	parallel         int
 	partSize         int64
+	timeout          time.Duration
 	quiet, asJSON    bool
 }
 
@@ -37,6 +38,7 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.parallel, "parallel", publish.DefaultParallel, "requests in flight")
 	f.partSize = publish.DefaultPartSize
 	fl.Var(bytesValue{&f.partSize}, "part-size", "size of each uploaded part or downloaded range (at least 5MiB)")
+	fl.DurationVar(&f.timeout, "timeout", publish.DefaultTimeout, "S3: fail a request that sends and receives nothing for this long (tried 3 times; 0: wait forever)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout")
 }
@@ -45,6 +47,9 @@ func (f *storeFlags) check() error {
 	if f.parallel < 1 || f.parallel > 256 {
 		return usagef("--parallel %d: want 1..256", f.parallel)
 	}
+	if f.timeout < 0 {
+		return usagef("--timeout %s: want a duration such as 30s or 2m, or 0 for none", f.timeout)
+	}
 	if f.partSize < store.MinPartSize {
 		return usagef("--part-size %s: at least %s", formatBytes(f.partSize), formatBytes(store.MinPartSize))
 	}
@@ -52,7 +57,11 @@ func (f *storeFlags) check() error {
 }
 
 func (f *storeFlags) open(ctx context.Context, url string) (store.Store, error) {
-	st, err := publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: f.endpoint, Region: f.region, MaxConns: f.parallel})
+	timeout := f.timeout
+	if timeout == 0 {
+		timeout = -1 // none
+	}
+	st, err := publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: f.endpoint, Region: f.region, MaxConns: f.parallel, Timeout: timeout})
 	if errors.Is(err, publish.ErrBadURL) {
 		return nil, usageError{err}
 	}

@@ -35,7 +35,7 @@ func pubTestDir(t *testing.T) (decode string) {
 }
 
 func pubFlags() publishOptions {
-	return publishOptions{storeFlags: storeFlags{parallel: 4, partSize: 5 << 20, asJSON: true}, source: "test://src", report: "auto"}
+	return publishOptions{storeFlags: storeFlags{parallel: 4, partSize: 5 << 20, timeout: publish.DefaultTimeout, asJSON: true}, source: "test://src", report: "auto"}
 }
 
 // pubCycle publishes, verifies (quick and deep) and pulls through the command functions.
