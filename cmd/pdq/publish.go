@@ -18,6 +18,7 @@ import (
 
 	"pdq/publish"
 	"pdq/publish/store"
+	"pdq/quantize/reportview"
 )
 
 func init() { commands = append(commands, newPublishCmd) }
@@ -140,15 +141,38 @@ func findReport(dir, flag string) string {
 	return ""
 }
 
+// checkReport resolves --report and refuses a file that is not a report pdq convert wrote (a
+// config.json given by mistake would be published as the version's report.json).
+func checkReport(dir, flag string) (string, error) {
+	report := findReport(dir, flag)
+	if report == "" {
+		return "", nil
+	}
+	_, err := reportview.Load(report)
+	switch {
+	case err == nil:
+		return report, nil
+	case !errors.Is(err, reportview.ErrFormat):
+		return "", err
+	case flag == "auto":
+		return "", fmt.Errorf("publish: %s, next to %s, is not a pdq report (%w); name the report with --report FILE, or publish none with --report \"\"", publish.Quote(report), publish.Quote(dir), err)
+	}
+	return "", usagef("--report %s: %w; give the report.json pdq convert wrote, or --report \"\" for none", publish.Quote(flag), err)
+}
+
 func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOptions) error {
 	st, err := o.open(ctx, url)
+	if err != nil {
+		return err
+	}
+	report, err := checkReport(dir, o.report)
 	if err != nil {
 		return err
 	}
 	prog := o.progress("publish")
 	opts := publish.Options{
 		Source: o.source, ToolVersion: version, Parallel: o.parallel, PartSize: o.partSize,
-		Compress: o.compress, Report: findReport(dir, o.report), SumsRecord: publish.DefaultSumsRecord(dir),
+		Compress: o.compress, Report: report, SumsRecord: publish.DefaultSumsRecord(dir),
 	}
 	if prog != nil {
 		opts.Progress = prog

@@ -53,3 +53,27 @@ func TestPublishRefusesMalformedURL(t *testing.T) {
 		}
 	}
 }
+
+// --report names the report.json pdq convert wrote: another file (a config.json given by
+// mistake) is refused (exit 2) before anything is sent, as is such a file found next to DIR.
+func TestPublishRefusesNonReport(t *testing.T) {
+	decode := pubTestDir(t)
+	dst := filepath.Join(t.TempDir(), "v1")
+	o := pubFlags()
+	o.report = filepath.Join(decode, "config.json")
+	err := runPublish(context.Background(), new(bytes.Buffer), decode, dst, o)
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "not a pdq report") {
+		t.Errorf("--report config.json: %v, want a usage error saying it is not a pdq report", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, publish.ManifestKey)); err == nil {
+		t.Error("published anyway")
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(decode), "report.json"), []byte(`{"model_type":"x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = runPublish(context.Background(), new(bytes.Buffer), decode, dst, pubFlags())
+	if err == nil || !strings.Contains(err.Error(), "not a pdq report") || !strings.Contains(err.Error(), `--report ""`) {
+		t.Errorf("auto report that is not one: %v", err)
+	}
+}
