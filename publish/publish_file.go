@@ -30,12 +30,18 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 	if ok {
 		s = &known
 	}
-	// hashed returns the file's sums: recorded, or from a pass that reads it (and records them).
-	hashed := func() (sums, error) {
+	// hashed returns the file's sums: recorded, or from a pass that reads it (and records them);
+	// a pass that is work of its own (before compressing) counts in the progress.
+	hashed := func(counted bool) (sums, error) {
 		if s != nil {
 			return *s, nil
 		}
-		h, err := hashListed(ctx, f, opts.PartSize)
+		var p Progress
+		if counted {
+			up.progress.AddTotal(f.size)
+			p = up.progress
+		}
+		h, err := hashListed(ctx, f, opts.PartSize, p)
 		o.result.BytesRead += h.size
 		if err != nil {
 			return sums{}, err
@@ -48,7 +54,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 	md := map[string]string{metaSize: strconv.FormatInt(f.size, 10)}
 
 	if opts.Compress && compressible(f.path) {
-		fs, err := hashed()
+		fs, err := hashed(true)
 		if err != nil {
 			return o, err
 		}
@@ -70,7 +76,8 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 		}
 		defer up.tempSlots.Release()
 		up.compressMu.Lock()
-		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0)
+		up.progress.AddTotal(f.size)
+		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0, up.progress)
 		up.compressMu.Unlock()
 		o.result.BytesRead += f.size
 		if err != nil {
@@ -84,7 +91,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 		}
 		opts.Log.Debug("compressed", "path", f.path, "ratio", zs.Ratio())
 		if zs.StoredSize < fs.size {
-			cs, err := hashFile(ctx, tmp, opts.PartSize)
+			cs, err := hashFile(ctx, tmp, opts.PartSize, nil)
 			if err != nil {
 				return o, err
 			}
@@ -109,7 +116,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 		info.Metadata[metaSize] == md[metaSize] && info.Metadata[metaCompression] == "" {
 		// Stored by an earlier run of this publish (the folder is of these files): the object
 		// is taken once the file's sums say it holds these bytes.
-		fs, err := hashed()
+		fs, err := hashed(false)
 		if err != nil {
 			return o, err
 		}
@@ -136,8 +143,8 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 
 // hashListed reads the local file f once for its sums, failing with errChanged unless it is the
 // file listed, unchanged while it was read.
-func hashListed(ctx context.Context, f localFile, partSize int64) (sums, error) {
-	s, err := hashFile(ctx, f.local, partSize)
+func hashListed(ctx context.Context, f localFile, partSize int64, p Progress) (sums, error) {
+	s, err := hashFile(ctx, f.local, partSize, p)
 	if err != nil {
 		return s, err
 	}
@@ -173,7 +180,7 @@ func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, par
 		if info, serr := u.st.Stat(ctx, key); serr == nil && info.Size == f.size {
 			sk := known
 			if sk == nil {
-				hs, herr := hashListed(ctx, f, partSize)
+				hs, herr := hashListed(ctx, f, partSize, nil)
 				read += hs.size
 				if herr != nil {
 					return sums{}, sendStats{bytesRead: read}, herr

@@ -131,11 +131,15 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	if err := prepareState(root, raw); err != nil {
 		return nil, err
 	}
-	var total int64
-	for _, f := range m.Files {
-		total += f.StoredSize
+	// The progress counts the bytes downloaded and, for compressed files, those restored.
+	var work int64
+	for i, f := range m.Files {
+		work += f.StoredSize
+		if !present[i] && f.Compression == CompressionZipNN {
+			work += f.Size
+		}
 	}
-	p.progress.AddTotal(total)
+	p.progress.AddTotal(work)
 
 	res := &PullResult{URL: st.String(), Dir: dir, Files: make([]PullFile, len(m.Files)), Manifest: m}
 	// Every file is verified in the state folder first; only then do they all get their final
@@ -155,7 +159,7 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	if err != nil && isNoSpace(err) {
 		// Nothing can go on until space is freed: give back what the working folder holds.
 		root.RemoveAll(pullState)
-		return nil, fmt.Errorf("%w (the partial download in %s was removed; pulling needs %s in all)", err, quote(path.Join(dir, pullState)), sizeText(total))
+		return nil, fmt.Errorf("%w (the partial download in %s was removed to give the space back)", err, quote(path.Join(dir, pullState)))
 	}
 	if err != nil {
 		return nil, err
@@ -292,7 +296,7 @@ func (p *puller) pullFile(ctx context.Context, f File) (PullFile, staged, error)
 	if f.Compression == CompressionZipNN {
 		// An earlier run may have restored this file already (and removed its object).
 		if sf, ok := p.restored(ctx, f); ok {
-			p.progress.Add(f.StoredSize)
+			p.progress.Add(f.StoredSize + f.Size)
 			r.Action = "resumed"
 			return r, sf, nil
 		}
@@ -397,7 +401,7 @@ func (p *puller) decompress(ctx context.Context, f File, obj *os.File, final str
 		return nil, err
 	}
 	h := sha256.New()
-	ow := &writeErr{w: out}
+	ow := &writeErr{w: &progressWriter{w: out, p: p.progress}}
 	bw := bufio.NewWriterSize(io.MultiWriter(ow, h), 1<<20)
 	in := bufio.NewReaderSize(io.NewSectionReader(obj, 0, f.StoredSize), 1<<20)
 	n, err := zipnn.Decompress(ctx, bw, in, zipnn.Options{CheckSize: true, Size: f.Size})
