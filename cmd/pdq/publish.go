@@ -8,12 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"pdq/publish"
@@ -29,6 +26,7 @@ type storeFlags struct {
 	parallel         int
 	partSize         int64
 	timeout          time.Duration
+	progressEvery    time.Duration
 	quiet, asJSON    bool
 }
 
@@ -40,6 +38,7 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 	f.partSize = publish.DefaultPartSize
 	fl.Var(bytesValue{&f.partSize}, "part-size", "size of each uploaded part or downloaded range (at least 5MiB)")
 	fl.DurationVar(&f.timeout, "timeout", publish.DefaultTimeout, "S3: fail a request that sends and receives nothing for this long (tried 3 times; 0: wait forever)")
+	fl.DurationVar(&f.progressEvery, "progress-interval", defaultProgressEvery, "when stderr is not a terminal, print a progress line this often (0: none)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout")
 }
@@ -47,6 +46,9 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 func (f *storeFlags) check() error {
 	if f.parallel < 1 || f.parallel > 256 {
 		return usagef("--parallel %d: want 1..256", f.parallel)
+	}
+	if f.progressEvery < 0 {
+		return usagef("--progress-interval %s: want a duration such as 10s, or 0 for none", f.progressEvery)
 	}
 	if f.timeout < 0 {
 		return usagef("--timeout %s: want a duration such as 30s or 2m, or 0 for none", f.timeout)
@@ -69,12 +71,13 @@ func (f *storeFlags) open(ctx context.Context, url string) (store.Store, error) 
 	return st, err
 }
 
-// progress returns a progress bar on stderr when it is a terminal and output is wanted.
-func (f *storeFlags) progress(desc string) *byteProgress {
-	if f.quiet || !stderrIsTerminal() {
+// progress returns the progress of a transfer on stderr: a bar when it is a terminal, else a
+// plain line every --progress-interval; nil with --quiet.
+func (f *storeFlags) progress(label string) *byteProgress {
+	if f.quiet {
 		return nil
 	}
-	return newByteProgress(os.Stderr, desc)
+	return stderrProgress(label, f.progressEvery)
 }
 
 // publishOptions are the flags of pdq publish.
@@ -209,56 +212,4 @@ func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOpti
 		len(res.Files), formatBytes(res.Size), formatBytes(res.StoredSize), formatBytes(res.BytesSent),
 		res.Seconds, formatBytes(int64(float64(res.BytesSent)/max(res.Seconds, 1e-3))), publish.Quote(res.URL))
 	return nil
-}
-
-// byteProgress draws a progress bar over bytes: publish and pull add to atomic counters and a
-// ticker redraws the bar, so workers never wait on the terminal.
-type byteProgress struct {
-	total, done atomic.Int64
-	bar         *progressbar.ProgressBar
-	stop        chan struct{}
-	wg          sync.WaitGroup
-}
-
-func newByteProgress(w io.Writer, desc string) *byteProgress {
-	p := &byteProgress{stop: make(chan struct{})}
-	p.bar = progressbar.NewOptions64(-1,
-		progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true),
-		progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	p.wg.Go(func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		shown := int64(-1)
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				if tot := p.total.Load(); tot != shown && tot > 0 {
-					p.bar.ChangeMax64(tot)
-					shown = tot
-				}
-				p.bar.Set64(p.done.Load())
-			}
-		}
-	})
-	return p
-}
-
-// AddTotal implements publish.Progress.
-func (p *byteProgress) AddTotal(n int64) { p.total.Add(n) }
-
-// Add implements publish.Progress.
-func (p *byteProgress) Add(n int64) { p.done.Add(n) }
-
-// finish stops and clears the bar; a nil bar does nothing.
-func (p *byteProgress) finish() {
-	if p == nil {
-		return
-	}
-	close(p.stop)
-	p.wg.Wait()
-	p.bar.Finish()
 }

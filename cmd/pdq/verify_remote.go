@@ -40,9 +40,10 @@ func runVerifyRemote(ctx context.Context, w io.Writer, url string, opts remoteVe
 	}
 	var prog *byteProgress
 	vo := publish.VerifyOptions{Deep: opts.Deep}
-	if opts.Deep && stderrIsTerminal() {
-		prog = newByteProgress(os.Stderr, "verify")
-		vo.Progress = prog
+	if opts.Deep {
+		if prog = stderrProgress("verify", defaultProgressEvery); prog != nil {
+			vo.Progress = prog
+		}
 	}
 	res, err := publish.Verify(ctx, st, vo)
 	prog.finish()
