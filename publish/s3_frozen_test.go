@@ -33,12 +33,13 @@ func TestS3FrozenServerFailsThenResumes(t *testing.T) {
 
 	var freeze sync.Once
 	opts := quiet()
-	opts.OnPart = func(string, int32) { freeze.Do(func() { e.srv.Freeze(t) }) }
+	var frozen time.Time
+	opts.OnPart = func(string, int32) { freeze.Do(func() { e.srv.Freeze(t); frozen = time.Now() }) }
 	_, err = Publish(ctx, st, src, opts)
 	if !errors.Is(err, store.ErrStalled) || ctx.Err() != nil {
 		t.Fatalf("publish to a frozen server: %v, want store.ErrStalled before the test's deadline", err)
 	}
-	t.Logf("publish: %v", err)
+	t.Logf("publish failed %.1fs after the freeze (timeout %s): %v", time.Since(frozen).Seconds(), cfg.Timeout, err)
 	e.srv.Thaw(t)
 	opts.OnPart = nil
 	res, err := Publish(ctx, st, src, opts)
@@ -58,12 +59,12 @@ func TestS3FrozenServerFailsThenResumes(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "pulled")
 	var freezePull sync.Once
 	popts := PullOptions{PartSize: store.MinPartSize, Parallel: 2, Log: discardLog,
-		OnRange: func(string, int) { freezePull.Do(func() { e.srv.Freeze(t) }) }}
+		OnRange: func(string, int) { freezePull.Do(func() { e.srv.Freeze(t); frozen = time.Now() }) }}
 	_, err = Pull(ctx, st, out, popts)
 	if !errors.Is(err, store.ErrStalled) || ctx.Err() != nil {
 		t.Fatalf("pull from a frozen server: %v, want store.ErrStalled before the test's deadline", err)
 	}
-	t.Logf("pull: %v", err)
+	t.Logf("pull failed %.1fs after the freeze (timeout %s): %v", time.Since(frozen).Seconds(), cfg.Timeout, err)
 	e.srv.Thaw(t)
 	popts.OnRange = nil
 	pr, err := Pull(ctx, st, out, popts)

@@ -109,6 +109,14 @@ report.json next to DIR that pdq convert writes) is published with the checkpoin
 --compress stores safetensors files losslessly compressed (ZipNN-style: BF16 exponents, FP8 and
 INT4 bytes Huffman-coded); pdq pull restores the exact original bytes.
 
+DIR is one checkpoint (pdq convert's OUT/prefill or OUT/decode), never the conversion's top
+folder OUT. URL is s3://bucket/prefix, file:///absolute/path or a directory; anything else that
+starts like a URL (s3:/bucket, file:relative, gs://...) is refused.
+
+An S3 request that sends and receives nothing for --timeout fails (tried 3 times), so a server
+that stops answering fails the publish within about three timeouts; rerun it to resume. Outside
+a terminal a progress line is printed every --progress-interval.
+
 Credentials and region follow the AWS conventions (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...).`,
 		Example: `  pdq publish /data/glm5-pd/decode s3://models/glm5/decode/v1 --source hf://zai-org/GLM-5-FP8
   pdq publish out/decode s3://bucket/v1 --endpoint http://127.0.0.1:7070 --compress
