@@ -108,6 +108,8 @@ func TestPublishCommandUsage(t *testing.T) {
 		{"publish", "a", "s3://b/v1", "--parallel", "0"},
 		{"pull", "s3://b/v1"},
 		{"pull", "s3://b/v1", "dir", "--part-size", "lots"},
+		{"pull", "s3://b/v1", "dir", "--timeout", "-1s"},
+		{"publish", "a", "s3://b/v1", "--progress-interval", "-5s"},
 	} {
 		root := newRootCmd()
 		root.SetArgs(args)
