@@ -42,6 +42,14 @@ func TestPublishRefusesMalformedURL(t *testing.T) {
 		if !isStoreURL(tc.url) {
 			t.Errorf("verify takes %q for a local checkpoint", tc.url)
 		}
+		err = runVerifyRemote(context.Background(), new(bytes.Buffer), tc.url, remoteVerifyOptions{})
+		if !errors.Is(err, publish.ErrBadURL) || !errors.As(err, &ue) {
+			t.Errorf("verify %q: %v, want a usage error", tc.url, err)
+		}
+		err = runPull(context.Background(), new(bytes.Buffer), filepath.Join(cwd, "nothing"), tc.url, pubFlags().storeFlags)
+		if !errors.As(err, &ue) {
+			t.Errorf("pull into %q: %v, want a usage error", tc.url, err)
+		}
 	}
 	if ents, _ := os.ReadDir(cwd); len(ents) != 0 {
 		t.Errorf("malformed URLs left %v in the working directory", ents)

@@ -48,6 +48,9 @@ terminal a progress line is printed every --progress-interval.`,
 }
 
 func runPull(ctx context.Context, w io.Writer, url, dir string, o storeFlags) error {
+	if publish.IsStoreURL(dir) {
+		return usagef("DIR %s is a URL: pull downloads into a local directory (for one whose name has a colon write ./%s)", publish.Quote(dir), dir)
+	}
 	st, err := o.open(ctx, url)
 	if err != nil {
 		return err

@@ -35,6 +35,9 @@ func isStoreURL(arg string) bool {
 // (or JSON); it returns an error when anything does not match.
 func runVerifyRemote(ctx context.Context, w io.Writer, url string, opts remoteVerifyOptions) error {
 	st, err := publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: opts.Endpoint, Region: opts.Region, MaxConns: publish.DefaultParallel})
+	if errors.Is(err, publish.ErrBadURL) {
+		return usageError{err}
+	}
 	if err != nil {
 		return err
 	}
