@@ -109,6 +109,7 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	_, statErr := os.Lstat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
@@ -126,6 +127,9 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 		return nil, err
 	}
 	if err := p.checkSpace(m.Files, present, opts.Parallel); err != nil {
+		if errors.Is(statErr, fs.ErrNotExist) {
+			os.Remove(dir) // made above, still empty: a refused pull leaves nothing
+		}
 		return nil, err
 	}
 	if err := prepareState(root, raw); err != nil {
