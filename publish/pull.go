@@ -282,7 +282,9 @@ func (p *puller) isPresent(ctx context.Context, f File) (bool, error) {
 	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return false, ErrConflict
 	}
-	sha, err := hashReader(ctx, io.NewSectionReader(file, 0, f.Size))
+	// Checking a file already there is work of its own (a re-pull reads every file once).
+	p.progress.AddTotal(f.Size)
+	sha, err := hashReader(ctx, io.TeeReader(io.NewSectionReader(file, 0, f.Size), &progressWriter{w: io.Discard, p: p.progress}))
 	if err != nil {
 		return false, fmt.Errorf("publish: hash %s: %w", quote(f.Path), err)
 	}
