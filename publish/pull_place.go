@@ -117,14 +117,28 @@ func (p *puller) placeAll(files []File, st []staged) error {
 		return placeRank(files[order[a]].Path) < placeRank(files[order[b]].Path)
 	})
 	var placed []int
+	var made []string // directories made for final names, parents first
 	undo := func() {
 		for _, i := range placed {
 			p.root.Rename(files[i].Path, st[i].name)
+		}
+		for k := len(made) - 1; k >= 0; k-- {
+			p.root.Remove(made[k]) // empty again, unless something else came
 		}
 	}
 	dirs := map[string]bool{}
 	for _, i := range order {
 		f := files[i]
+		var missing []string
+		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+			if _, err := p.root.Lstat(d); err == nil {
+				break
+			}
+			missing = append(missing, d)
+		}
+		for k := len(missing) - 1; k >= 0; k-- {
+			made = append(made, missing[k])
+		}
 		if err := p.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
 			undo()
 			return fmt.Errorf("publish: %w", err)

@@ -113,3 +113,46 @@ func TestPullConflictsLeaveNoState(t *testing.T) {
 		})
 	}
 }
+
+// If the last rename fails (here a directory appeared at the index's name during the pull), the
+// files renamed before it go back to the working folder: no final name holds a file of the
+// unfinished pull. Once the directory is gone, the rerun places everything without downloading.
+func TestPullPlacementUndone(t *testing.T) {
+	src := t.TempDir()
+	writeCheckpoint(t, src, 1)
+	st := localStore(t, t.TempDir())
+	if _, err := Publish(context.Background(), st, src, quiet()); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	blocker := filepath.Join(out, "model.safetensors.index.json")
+	planted := false
+	opts := PullOptions{PartSize: 1 << 20, Parallel: 1, Log: discardLog, OnRange: func(string, int) {
+		if !planted {
+			planted = true
+			if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	if _, err := Pull(context.Background(), st, out, opts); err == nil {
+		t.Fatal("pull placed a file over a directory")
+	}
+	if names := finalNames(t, out); len(names) != 1 || names[0] != "model.safetensors.index.json" {
+		t.Fatalf("after a failed placement DIR holds %v, want only the planted directory", names)
+	}
+	if err := os.RemoveAll(blocker); err != nil {
+		t.Fatal(err)
+	}
+	opts.OnRange = nil
+	res, err := Pull(context.Background(), st, out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Files {
+		if f.RangesFetched > 0 {
+			t.Errorf("%s fetched again after the failed placement", f.Path)
+		}
+	}
+	sameTree(t, src, out)
+}
