@@ -42,6 +42,9 @@ var (
 	// ErrInvalidVersion: the files of a directory cannot be published as one version that pull
 	// could restore (names too long, a file where another needs a directory, colliding keys).
 	ErrInvalidVersion = errors.New("publish: cannot be published as a version")
+	// ErrConversionTop: the directory is the top folder of a conversion (its prefill and decode
+	// checkpoints, its journal), not one checkpoint.
+	ErrConversionTop = errors.New("publish: a conversion's top folder, not a checkpoint")
 )
 
 // ManifestKey is the key of the manifest in a version.

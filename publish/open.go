@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"time"
 
 	"pdq/publish/store"
 	"pdq/publish/store/s3store"
@@ -19,11 +21,60 @@ type StoreOptions struct {
 	Endpoint, Region string
 	// MaxConns is the number of connections to keep (set it to the parallelism).
 	MaxConns int
+	// Timeout is the idle timeout of an S3 request: one that sends and receives nothing for this
+	// long fails (tried up to three times, then an error wrapping store.ErrStalled). Zero means
+	// DefaultTimeout; a negative value, no limit.
+	Timeout time.Duration
 }
 
-// IsStoreURL reports whether arg is a store URL (s3:// or file://) rather than a plain path.
+// DefaultTimeout is the idle timeout of S3 requests when StoreOptions.Timeout is zero.
+const DefaultTimeout = s3store.DefaultTimeout
+
+// ErrBadURL marks a store argument that looks like a URL but is not one pdq can use: a scheme it
+// does not know, or a known one misspelled (s3:/bucket, s3:bucket, file:relative). Such an
+// argument is never taken for a local directory.
+var ErrBadURL = errors.New("publish: not a usable store URL")
+
+// IsStoreURL reports whether arg is meant as a store URL rather than a plain path: s3:// or
+// file://, or anything that starts like a URL (a scheme and a colon before the first slash),
+// which OpenStore refuses unless it is well formed.
 func IsStoreURL(arg string) bool {
-	return strings.HasPrefix(arg, "s3://") || strings.HasPrefix(arg, "file://")
+	return strings.HasPrefix(arg, "s3://") || strings.HasPrefix(arg, "file://") || urlScheme(arg) != ""
+}
+
+// urlScheme returns the scheme of an argument that starts like a URL ("s3" for "s3:/b/x",
+// "gs" for "gs://b"), or "" for a plain path. A scheme is a letter, then letters, digits, '+',
+// '-' or '.', then a colon before any slash. One letter is not a scheme on Windows (C:\x).
+func urlScheme(arg string) string {
+	i := strings.IndexByte(arg, ':')
+	if i <= 0 || strings.IndexByte(arg[:i], '/') >= 0 || runtime.GOOS == "windows" && i == 1 {
+		return ""
+	}
+	for j, c := range arg[:i] {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return ""
+		}
+	}
+	return strings.ToLower(arg[:i])
+}
+
+// badURL explains why raw, which starts like a URL, is not a store URL, with the spelling it
+// probably meant.
+func badURL(raw string) error {
+	scheme := urlScheme(raw)
+	rest := strings.TrimLeft(raw[len(scheme)+1:], "/")
+	use := "use s3://bucket/prefix, file:///absolute/path or a directory"
+	if !strings.Contains(raw, "://") {
+		use += "; for a local directory whose name has a colon write ./" + raw
+	}
+	switch scheme {
+	case "s3":
+		return fmt.Errorf("%w: %s: did you mean %s? (%s)", ErrBadURL, quote(raw), quote("s3://"+rest), use)
+	case "file":
+		return fmt.Errorf("%w: %s: did you mean %s? (%s)", ErrBadURL, quote(raw), quote("file:///"+rest), use)
+	}
+	return fmt.Errorf("%w: %s: unsupported scheme %s (%s)", ErrBadURL, quote(raw), quote(scheme+":"), use)
 }
 
 // OpenStore returns the store of a URL: s3://bucket/prefix, file:///abs/path, or a plain
@@ -33,22 +84,23 @@ func OpenStore(ctx context.Context, raw string, opts StoreOptions) (store.Store,
 	case strings.HasPrefix(raw, "s3://"):
 		bucket, prefix, err := s3store.ParseURL(raw)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
 		}
 		return s3store.New(ctx, s3store.Config{
 			Bucket: bucket, Prefix: prefix, Endpoint: opts.Endpoint, Region: opts.Region, MaxConns: opts.MaxConns,
+			Timeout: opts.Timeout,
 		})
 	case strings.HasPrefix(raw, "file://"):
 		u, err := url.Parse(raw)
 		if err != nil {
-			return nil, fmt.Errorf("publish: %q: %w", raw, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadURL, quote(raw), err)
 		}
-		if u.Host != "" && u.Host != "localhost" || !filepath.IsAbs(filepath.FromSlash(u.Path)) || u.RawQuery != "" {
-			return nil, fmt.Errorf("publish: %q: want file:///absolute/path", raw)
+		if u.Host != "" && u.Host != "localhost" || !filepath.IsAbs(filepath.FromSlash(u.Path)) || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("%w: %s: want file:///absolute/path", ErrBadURL, quote(raw))
 		}
 		return store.NewLocal(filepath.FromSlash(u.Path))
-	case strings.Contains(raw, "://"):
-		return nil, fmt.Errorf("publish: %q: unsupported scheme (use s3://bucket/prefix, file:///path or a directory)", raw)
+	case urlScheme(raw) != "":
+		return nil, badURL(raw)
 	}
 	return store.NewLocal(raw)
 }

@@ -61,8 +61,12 @@ func partSizeFor(size, want int64) int64 {
 	return want
 }
 
-// hashFile reads path once, computing its SHA-256 and the CRC32C of each part of partSize.
-func hashFile(ctx context.Context, path string, partSize int64) (sums, error) {
+// hashFile reads path once, computing its SHA-256 and the CRC32C of each part of partSize; p
+// (nil: none) is told of every byte read.
+func hashFile(ctx context.Context, path string, partSize int64, p Progress) (sums, error) {
+	if p == nil {
+		p = noProgress{}
+	}
 	f, err := openSource(path)
 	if err != nil {
 		return sums{}, fmt.Errorf("publish: %w", err)
@@ -86,6 +90,7 @@ func hashFile(ctx context.Context, path string, partSize int64) (sums, error) {
 		n, rerr := f.Read(buf)
 		b := buf[:n]
 		h.Write(b)
+		p.Add(int64(n))
 		total += int64(n)
 		for len(b) > 0 {
 			take := min(int64(len(b)), s.partSize-inPart)
@@ -124,8 +129,11 @@ func (s sums) partLen(i int) int64 { return min(s.partSize, s.size-int64(i)*s.pa
 
 // compressFile writes the zipnn container of the file at path to a new temporary file in dir and
 // returns its name and the compression statistics. Safetensors files are coded tensor by tensor;
-// anything else as bytes.
-func compressFile(ctx context.Context, path, dir string, workers int) (string, zipnn.Stats, error) {
+// anything else as bytes. p (nil: none) is told of every byte compressed.
+func compressFile(ctx context.Context, path, dir string, workers int, p Progress) (string, zipnn.Stats, error) {
+	if p == nil {
+		p = noProgress{}
+	}
 	src, err := openSource(path)
 	if err != nil {
 		return "", zipnn.Stats{}, fmt.Errorf("publish: %w", err)
@@ -145,7 +153,7 @@ func compressFile(ctx context.Context, path, dir string, workers int) (string, z
 	if err != nil {
 		return "", zipnn.Stats{}, fmt.Errorf("publish: %w", err)
 	}
-	st, err := zipnn.Compress(ctx, tmp, src, fi.Size(), plan, zipnn.Options{Workers: workers})
+	st, err := zipnn.Compress(ctx, tmp, countingReaderAt{src, p}, fi.Size(), plan, zipnn.Options{Workers: workers})
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -154,4 +162,17 @@ func compressFile(ctx context.Context, path, dir string, workers int) (string, z
 		return "", zipnn.Stats{}, fmt.Errorf("publish: compress %s: %w", path, err)
 	}
 	return tmp.Name(), st, nil
+}
+
+// countingReaderAt tells a Progress of every byte read.
+type countingReaderAt struct {
+	r io.ReaderAt
+	p Progress
+}
+
+// ReadAt implements io.ReaderAt.
+func (c countingReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(b, off)
+	c.p.Add(int64(n))
+	return n, err
 }

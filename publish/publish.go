@@ -288,6 +288,9 @@ func Publish(ctx context.Context, st store.Store, dir string, opts Options) (*Re
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("publish: %s is not a directory", dir)
 	}
+	if err := checkNotConversionTop(dir); err != nil {
+		return nil, err
+	}
 	files, err := listFiles(dir, opts.Report)
 	if err != nil {
 		return nil, err

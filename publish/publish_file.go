@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 
 	"pdq/publish/store"
 )
@@ -29,12 +30,18 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 	if ok {
 		s = &known
 	}
-	// hashed returns the file's sums: recorded, or from a pass that reads it (and records them).
-	hashed := func() (sums, error) {
+	// hashed returns the file's sums: recorded, or from a pass that reads it (and records them);
+	// a pass that is work of its own (before compressing) counts in the progress.
+	hashed := func(counted bool) (sums, error) {
 		if s != nil {
 			return *s, nil
 		}
-		h, err := hashListed(ctx, f, opts.PartSize)
+		var p Progress
+		if counted {
+			up.progress.AddTotal(f.size)
+			p = up.progress
+		}
+		h, err := hashListed(ctx, f, opts.PartSize, p)
 		o.result.BytesRead += h.size
 		if err != nil {
 			return sums{}, err
@@ -47,7 +54,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 	md := map[string]string{metaSize: strconv.FormatInt(f.size, 10)}
 
 	if opts.Compress && compressible(f.path) {
-		fs, err := hashed()
+		fs, err := hashed(true)
 		if err != nil {
 			return o, err
 		}
@@ -69,7 +76,8 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 		}
 		defer up.tempSlots.Release()
 		up.compressMu.Lock()
-		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0)
+		up.progress.AddTotal(f.size)
+		tmp, zs, err := compressFile(ctx, f.local, opts.TempDir, 0, up.progress)
 		up.compressMu.Unlock()
 		o.result.BytesRead += f.size
 		if err != nil {
@@ -83,7 +91,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 		}
 		opts.Log.Debug("compressed", "path", f.path, "ratio", zs.Ratio())
 		if zs.StoredSize < fs.size {
-			cs, err := hashFile(ctx, tmp, opts.PartSize)
+			cs, err := hashFile(ctx, tmp, opts.PartSize, nil)
 			if err != nil {
 				return o, err
 			}
@@ -108,7 +116,7 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 		info.Metadata[metaSize] == md[metaSize] && info.Metadata[metaCompression] == "" {
 		// Stored by an earlier run of this publish (the folder is of these files): the object
 		// is taken once the file's sums say it holds these bytes.
-		fs, err := hashed()
+		fs, err := hashed(false)
 		if err != nil {
 			return o, err
 		}
@@ -135,8 +143,8 @@ func publishFile(ctx context.Context, up *uploader, f localFile, folder string, 
 
 // hashListed reads the local file f once for its sums, failing with errChanged unless it is the
 // file listed, unchanged while it was read.
-func hashListed(ctx context.Context, f localFile, partSize int64) (sums, error) {
-	s, err := hashFile(ctx, f.local, partSize)
+func hashListed(ctx context.Context, f localFile, partSize int64, p Progress) (sums, error) {
+	s, err := hashFile(ctx, f.local, partSize, p)
 	if err != nil {
 		return s, err
 	}
@@ -153,7 +161,7 @@ func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, par
 	var read int64
 	resume := true
 	var err error
-	for range 2 {
+	for attempt := range 2 {
 		var s sums
 		var st sendStats
 		s, st, err = u.send(ctx, key, f, partSize, known, md, resume)
@@ -166,13 +174,13 @@ func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, par
 			// The bytes read now are not those hashed: sending them again cannot help.
 			return sums{}, st, fmt.Errorf("publish: %s changed after it was hashed (or since the sums record saw it): %w", quote(f.local), err)
 		}
-		if errors.Is(err, errChanged) {
+		if errors.Is(err, errChanged) || permanent(err) {
 			return sums{}, st, err
 		}
 		if info, serr := u.st.Stat(ctx, key); serr == nil && info.Size == f.size {
 			sk := known
 			if sk == nil {
-				hs, herr := hashListed(ctx, f, partSize)
+				hs, herr := hashListed(ctx, f, partSize, nil)
 				read += hs.size
 				if herr != nil {
 					return sums{}, sendStats{bytesRead: read}, herr
@@ -185,7 +193,9 @@ func (u *uploader) sendOrAdopt(ctx context.Context, key string, f localFile, par
 			}
 		}
 		resume = !errors.Is(err, errRestart)
-		u.log.Warn("upload failed; trying once more", "key", key, "err", err)
+		if attempt == 0 {
+			u.log.Warn("upload failed; trying once more", "key", key, "err", err)
+		}
 	}
 	return sums{}, sendStats{bytesRead: read}, err
 }
@@ -213,4 +223,18 @@ func sent(r FileResult, s sendStats, read int64) FileResult {
 		r.Action = "resumed"
 	}
 	return r
+}
+
+// permanent says whether an upload error would only happen again if the upload were tried once
+// more on the spot: refused credentials, a missing bucket, a server that stopped answering or
+// cannot be reached (the store tried each request already), or a file system that refuses the
+// write (the local store's: no space, read-only, no permission, an I/O error).
+func permanent(err error) bool {
+	for _, e := range []error{store.ErrAuth, store.ErrNoBucket, store.ErrStalled, store.ErrUnreachable, store.ErrInvalidKey,
+		syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EACCES, syscall.EPERM, syscall.EIO, syscall.ENAMETOOLONG} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -364,7 +364,7 @@ func TestHashFileParts(t *testing.T) {
 		p := filepath.Join(dir, "f")
 		data := bf16Bytes(int(size+1)/2, uint64(size))[:size]
 		os.WriteFile(p, data, 0o644)
-		s, err := hashFile(context.Background(), p, store.MinPartSize)
+		s, err := hashFile(context.Background(), p, store.MinPartSize, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,6 +109,7 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	_, statErr := os.Lstat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
@@ -117,23 +118,37 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	defer root.Close()
-	if err := prepareState(root, raw); err != nil {
-		return nil, err
-	}
 	p := &puller{st: st, root: root, parallel: opts.Parallel, partSize: opts.PartSize,
 		progress: opts.Progress, log: opts.Log, onRange: opts.OnRange}
-	var total int64
-	for _, f := range m.Files {
-		total += f.StoredSize
-	}
-	p.progress.AddTotal(total)
-
-	res := &PullResult{URL: st.String(), Dir: dir, Files: make([]PullFile, len(m.Files)), Manifest: m}
-	// Every file in the way is found before anything is downloaded.
+	// Every file in the way is found, and the free space checked, before anything is downloaded
+	// or a working folder made.
 	present := make([]bool, len(m.Files))
 	if err := p.checkTargets(ctx, m.Files, present, opts.Parallel); err != nil {
 		return nil, err
 	}
+	if err := p.checkSpace(m.Files, present, opts.Parallel); err != nil {
+		if errors.Is(statErr, fs.ErrNotExist) {
+			os.Remove(dir) // made above, still empty: a refused pull leaves nothing
+		}
+		return nil, err
+	}
+	if err := prepareState(root, raw); err != nil {
+		return nil, err
+	}
+	// The progress counts the bytes downloaded and, for compressed files, those restored.
+	var work int64
+	for i, f := range m.Files {
+		work += f.StoredSize
+		if !present[i] && f.Compression == CompressionZipNN {
+			work += f.Size
+		}
+	}
+	p.progress.AddTotal(work)
+
+	res := &PullResult{URL: st.String(), Dir: dir, Files: make([]PullFile, len(m.Files)), Manifest: m}
+	// Every file is verified in the state folder first; only then do they all get their final
+	// names, the index last.
+	stagedFiles := make([]staged, len(m.Files))
 	err = forEach(ctx, len(m.Files), opts.Parallel, func(ctx context.Context, i int) error {
 		f := m.Files[i]
 		if present[i] {
@@ -141,11 +156,19 @@ func Pull(ctx context.Context, st store.Store, dir string, opts PullOptions) (*P
 			res.Files[i] = PullFile{Path: f.Path, Size: f.Size, StoredSize: f.StoredSize, Compression: f.Compression, Action: "present"}
 			return nil
 		}
-		r, err := p.pullFile(ctx, f)
-		res.Files[i] = r
+		r, sf, err := p.pullFile(ctx, f)
+		res.Files[i], stagedFiles[i] = r, sf
 		return err
 	})
+	if err != nil && isNoSpace(err) {
+		// Nothing can go on until space is freed: give back what the working folder holds.
+		root.RemoveAll(pullState)
+		return nil, fmt.Errorf("%w (the partial download in %s was removed to give the space back)", err, quote(path.Join(dir, pullState)))
+	}
 	if err != nil {
+		return nil, err
+	}
+	if err := p.placeAll(m.Files, stagedFiles); err != nil {
 		return nil, err
 	}
 	if err := root.RemoveAll(pullState); err != nil {
@@ -228,6 +251,11 @@ func (p *puller) checkTargets(ctx context.Context, files []File, present []bool,
 // wrapping ErrConflict means something else is there.
 func (p *puller) isPresent(ctx context.Context, f File) (bool, error) {
 	fi, err := p.root.Stat(f.Path) // a link to the right bytes (inside DIR) will do
+	if err != nil && !errors.Is(err, syscall.ENOTDIR) && p.somethingAt(f.Path) {
+		// A link that leads out of DIR or nowhere, or a link or file where a parent directory
+		// must go.
+		return false, ErrConflict
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// A file where a parent directory must go is a conflict too.
 		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
@@ -254,7 +282,9 @@ func (p *puller) isPresent(ctx context.Context, f File) (bool, error) {
 	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return false, ErrConflict
 	}
-	sha, err := hashReader(ctx, io.NewSectionReader(file, 0, f.Size))
+	// Checking a file already there is work of its own (a re-pull reads every file once).
+	p.progress.AddTotal(f.Size)
+	sha, err := hashReader(ctx, io.TeeReader(io.NewSectionReader(file, 0, f.Size), &progressWriter{w: io.Discard, p: p.progress}))
 	if err != nil {
 		return false, fmt.Errorf("publish: hash %s: %w", quote(f.Path), err)
 	}
@@ -264,24 +294,34 @@ func (p *puller) isPresent(ctx context.Context, f File) (bool, error) {
 	return true, nil
 }
 
-func (p *puller) pullFile(ctx context.Context, f File) (PullFile, error) {
+// pullFile downloads and verifies f into the state folder and returns the verified file's name
+// there; placeAll gives it its final name once every file is verified.
+func (p *puller) pullFile(ctx context.Context, f File) (PullFile, staged, error) {
 	r := PullFile{Path: f.Path, Size: f.Size, StoredSize: f.StoredSize, Compression: f.Compression}
 	obj := stateName("obj", f.Key)
+	if f.Compression == CompressionZipNN {
+		// An earlier run may have restored this file already (and removed its object).
+		if sf, ok := p.restored(ctx, f); ok {
+			p.progress.Add(f.StoredSize + f.Size)
+			r.Action = "resumed"
+			return r, sf, nil
+		}
+	}
 	want := f.storedSHA256()
 	var out *os.File
 	for attempt := 0; ; attempt++ {
 		o, fetched, reused, n, err := p.download(ctx, f, obj)
 		if err != nil {
-			return r, err
+			return r, staged{}, err
 		}
 		r.RangesFetched += fetched
 		r.RangesReused += reused
 		r.BytesRetrieved += n
-		// The hash is of the open file, the one renamed into place below.
+		// The hash is of the open file, the one renamed into place later.
 		sha, err := hashReader(ctx, io.NewSectionReader(o, 0, f.StoredSize))
 		if err != nil {
 			o.Close()
-			return r, fmt.Errorf("publish: hash %s: %w", quote(f.Key), err)
+			return r, staged{}, fmt.Errorf("publish: hash %s: %w", quote(f.Key), err)
 		}
 		if sha == want {
 			out = o
@@ -291,7 +331,7 @@ func (p *puller) pullFile(ctx context.Context, f File) (PullFile, error) {
 		p.root.Remove(obj)
 		p.root.Remove(obj + ".parts")
 		if reused == 0 || attempt > 0 {
-			return r, fmt.Errorf("%w: %s/%s has sha256 %s, the manifest says %s", ErrCorrupt, p.st, quote(f.Key), sha, want)
+			return r, staged{}, fmt.Errorf("%w: %s/%s has sha256 %s, the manifest says %s", ErrCorrupt, p.st, quote(f.Key), sha, want)
 		}
 		p.log.Warn("resumed download does not verify; fetching again", "key", f.Key)
 	}
@@ -300,37 +340,43 @@ func (p *puller) pullFile(ctx context.Context, f File) (PullFile, error) {
 	if r.RangesReused > 0 {
 		r.Action = "resumed"
 	}
-	if err := p.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
-		return r, fmt.Errorf("publish: %w", err)
-	}
-	final, verified := obj, out
+	verified, name := out, obj
 	if f.Compression == CompressionZipNN {
-		final = stateName("raw", f.Path)
-		raw, err := p.decompress(ctx, f, out, final)
+		name = stateName("raw", f.Path)
+		raw, err := p.decompress(ctx, f, out, name)
 		if err != nil {
-			return r, err
+			return r, staged{}, err
 		}
 		defer raw.Close()
 		verified = raw
+		// The restored file is verified: its object's space goes back now.
+		p.root.Remove(obj)
+		p.root.Remove(obj + ".parts")
 	}
-	if err := p.root.Rename(final, f.Path); err != nil {
-		return r, fmt.Errorf("publish: %w", err)
-	}
-	// What now has the final name must be the file whose bytes were hashed.
 	vi, err := verified.Stat()
 	if err != nil {
-		return r, fmt.Errorf("publish: %w", err)
+		return r, staged{}, fmt.Errorf("publish: %w", err)
 	}
-	if fi, err := p.root.Lstat(f.Path); err != nil || !os.SameFile(vi, fi) {
-		p.root.Remove(f.Path)
-		return r, fmt.Errorf("%w: %s changed while it was put in place", ErrCorrupt, quote(f.Path))
+	return r, staged{name: name, info: vi}, nil
+}
+
+// restored returns the restored file of a compressed f that an earlier run left in the state
+// folder, if it is pull's own and has the manifest's size and SHA-256.
+func (p *puller) restored(ctx context.Context, f File) (staged, bool) {
+	name := stateName("raw", f.Path)
+	file, err := openOwn(p.root, name, os.O_RDONLY)
+	if err != nil {
+		return staged{}, false
 	}
-	if err := syncRootDir(p.root, path.Dir(f.Path)); err != nil {
-		return r, err
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil || fi.Size() != f.Size {
+		return staged{}, false
 	}
-	p.root.Remove(obj)
-	p.root.Remove(obj + ".parts")
-	return r, nil
+	if sha, err := hashReader(ctx, io.NewSectionReader(file, 0, f.Size)); err != nil || sha != f.SHA256 {
+		return staged{}, false
+	}
+	return staged{name: name, info: fi}, true
 }
 
 // hashReader returns the SHA-256 of what r yields.
@@ -361,7 +407,8 @@ func (p *puller) decompress(ctx context.Context, f File, obj *os.File, final str
 		return nil, err
 	}
 	h := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(out, h), 1<<20)
+	ow := &writeErr{w: &progressWriter{w: out, p: p.progress}}
+	bw := bufio.NewWriterSize(io.MultiWriter(ow, h), 1<<20)
 	in := bufio.NewReaderSize(io.NewSectionReader(obj, 0, f.StoredSize), 1<<20)
 	n, err := zipnn.Decompress(ctx, bw, in, zipnn.Options{CheckSize: true, Size: f.Size})
 	if err == nil {
@@ -369,6 +416,10 @@ func (p *puller) decompress(ctx context.Context, f File, obj *os.File, final str
 	}
 	if err != nil && ctx.Err() != nil {
 		return fail(ctx.Err())
+	}
+	if ow.err != nil {
+		// The disk refused the restored bytes (full, quota, I/O): not the object's fault.
+		return fail(fmt.Errorf("publish: write %s (restoring %s): %w", final, quote(f.Path), ow.err))
 	}
 	if err != nil {
 		return fail(fmt.Errorf("%w: %s: %v", ErrCorrupt, quote(f.Key), err))
@@ -380,6 +431,21 @@ func (p *puller) decompress(ctx context.Context, f File, obj *os.File, final str
 		return fail(fmt.Errorf("publish: %w", err))
 	}
 	return out, nil
+}
+
+// writeErr remembers the first error of the writer it wraps.
+type writeErr struct {
+	w   io.Writer
+	err error
+}
+
+// Write implements io.Writer.
+func (e *writeErr) Write(b []byte) (int, error) {
+	n, err := e.w.Write(b)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 func syncRootDir(root *os.Root, dir string) error {

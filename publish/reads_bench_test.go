@@ -78,7 +78,7 @@ func BenchmarkPublishReads(b *testing.B) {
 		read0 := readBytes(b)
 		for b.Loop() {
 			err := forEach(context.Background(), len(fs), opts.Parallel, func(ctx context.Context, i int) error {
-				_, err := hashFile(ctx, fs[i].local, part)
+				_, err := hashFile(ctx, fs[i].local, part, nil)
 				return err
 			})
 			if err != nil {

@@ -266,7 +266,7 @@ func TestS3PartsCarryCRC(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	os.WriteFile(p, bf16Bytes(6<<20, 5), 0o644) // 12 MiB: 3 parts
-	s, err := hashFile(context.Background(), p, store.MinPartSize)
+	s, err := hashFile(context.Background(), p, store.MinPartSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

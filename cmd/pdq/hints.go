@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 
+	"pdq/publish"
+	"pdq/publish/store"
 	"pdq/quantize/convert"
 )
 
@@ -21,6 +23,9 @@ var hints = []struct {
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no INT4 module"},
 	{convert.ErrBusy, "wait for that run to finish (or stop it); a crashed run holds no lock, so a rerun after a crash is never refused"},
 	{convert.ErrSourceChanged, "rerun once nothing writes to SRC; while a prefill copy is cloned, a hard link or chmod of its shard counts as a change too (--prefill-mode write writes the copy and checks only size and modification time)"},
+	{publish.ErrConversionTop, "publish DIR/prefill and DIR/decode to two versions, e.g. URL/prefill and URL/decode"},
+	{store.ErrStalled, "check the server and the network, then rerun the same command: it resumes where it stopped (the timeout option of pdq publish and pull sets how long a silent request is waited for)"},
+	{store.ErrUnreachable, "check the endpoint's address and that the server runs, then rerun the same command: it resumes where it stopped"},
 	{convert.ErrPartsIncomplete, "run the parts named above (pdq plan SRC --parts N lists what each writes), then --merge again"},
 }
 

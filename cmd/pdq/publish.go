@@ -3,20 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"pdq/publish"
 	"pdq/publish/store"
+	"pdq/quantize/reportview"
 )
 
 func init() { commands = append(commands, newPublishCmd) }
@@ -26,6 +25,8 @@ type storeFlags struct {
 	endpoint, region string
 	parallel         int
 	partSize         int64
+	timeout          time.Duration
+	progressEvery    time.Duration
 	quiet, asJSON    bool
 }
 
@@ -36,6 +37,8 @@ func (f *storeFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.parallel, "parallel", publish.DefaultParallel, "requests in flight")
 	f.partSize = publish.DefaultPartSize
 	fl.Var(bytesValue{&f.partSize}, "part-size", "size of each uploaded part or downloaded range (at least 5MiB)")
+	fl.DurationVar(&f.timeout, "timeout", publish.DefaultTimeout, "S3: fail a request that sends and receives nothing for this long (tried 3 times; 0: wait forever)")
+	fl.DurationVar(&f.progressEvery, "progress-interval", defaultProgressEvery, "when stderr is not a terminal, print a progress line this often (0: none)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout")
 }
@@ -44,6 +47,12 @@ func (f *storeFlags) check() error {
 	if f.parallel < 1 || f.parallel > 256 {
 		return usagef("--parallel %d: want 1..256", f.parallel)
 	}
+	if f.progressEvery < 0 {
+		return usagef("--progress-interval %s: want a duration such as 10s, or 0 for none", f.progressEvery)
+	}
+	if f.timeout < 0 {
+		return usagef("--timeout %s: want a duration such as 30s or 2m, or 0 for none", f.timeout)
+	}
 	if f.partSize < store.MinPartSize {
 		return usagef("--part-size %s: at least %s", formatBytes(f.partSize), formatBytes(store.MinPartSize))
 	}
@@ -51,15 +60,24 @@ func (f *storeFlags) check() error {
 }
 
 func (f *storeFlags) open(ctx context.Context, url string) (store.Store, error) {
-	return publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: f.endpoint, Region: f.region, MaxConns: f.parallel})
+	timeout := f.timeout
+	if timeout == 0 {
+		timeout = -1 // none
+	}
+	st, err := publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: f.endpoint, Region: f.region, MaxConns: f.parallel, Timeout: timeout})
+	if errors.Is(err, publish.ErrBadURL) {
+		return nil, usageError{err}
+	}
+	return st, err
 }
 
-// progress returns a progress bar on stderr when it is a terminal and output is wanted.
-func (f *storeFlags) progress(desc string) *byteProgress {
-	if f.quiet || !stderrIsTerminal() {
+// progress returns the progress of a transfer on stderr: a bar when it is a terminal, else a
+// plain line every --progress-interval; nil with --quiet.
+func (f *storeFlags) progress(label string) *byteProgress {
+	if f.quiet {
 		return nil
 	}
-	return newByteProgress(os.Stderr, desc)
+	return stderrProgress(label, f.progressEvery)
 }
 
 // publishOptions are the flags of pdq publish.
@@ -90,6 +108,14 @@ report.json next to DIR that pdq convert writes) is published with the checkpoin
 
 --compress stores safetensors files losslessly compressed (ZipNN-style: BF16 exponents, FP8 and
 INT4 bytes Huffman-coded); pdq pull restores the exact original bytes.
+
+DIR is one checkpoint (pdq convert's OUT/prefill or OUT/decode), never the conversion's top
+folder OUT. URL is s3://bucket/prefix, file:///absolute/path or a directory; anything else that
+starts like a URL (s3:/bucket, file:relative, gs://...) is refused.
+
+An S3 request that sends and receives nothing for --timeout fails (tried 3 times), so a server
+that stops answering fails the publish within about three timeouts; rerun it to resume. Outside
+a terminal a progress line is printed every --progress-interval.
 
 Credentials and region follow the AWS conventions (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...).`,
 		Example: `  pdq publish /data/glm5-pd/decode s3://models/glm5/decode/v1 --source hf://zai-org/GLM-5-FP8
@@ -126,15 +152,38 @@ func findReport(dir, flag string) string {
 	return ""
 }
 
+// checkReport resolves --report and refuses a file that is not a report pdq convert wrote (a
+// config.json given by mistake would be published as the version's report.json).
+func checkReport(dir, flag string) (string, error) {
+	report := findReport(dir, flag)
+	if report == "" {
+		return "", nil
+	}
+	_, err := reportview.Load(report)
+	switch {
+	case err == nil:
+		return report, nil
+	case !errors.Is(err, reportview.ErrFormat):
+		return "", err
+	case flag == "auto":
+		return "", fmt.Errorf("publish: %s, next to %s, is not a pdq report (%w); name the report with --report FILE, or publish none with --report \"\"", publish.Quote(report), publish.Quote(dir), err)
+	}
+	return "", usagef("--report %s: %w; give the report.json pdq convert wrote, or --report \"\" for none", publish.Quote(flag), err)
+}
+
 func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOptions) error {
 	st, err := o.open(ctx, url)
+	if err != nil {
+		return err
+	}
+	report, err := checkReport(dir, o.report)
 	if err != nil {
 		return err
 	}
 	prog := o.progress("publish")
 	opts := publish.Options{
 		Source: o.source, ToolVersion: version, Parallel: o.parallel, PartSize: o.partSize,
-		Compress: o.compress, Report: findReport(dir, o.report), SumsRecord: publish.DefaultSumsRecord(dir),
+		Compress: o.compress, Report: report, SumsRecord: publish.DefaultSumsRecord(dir),
 	}
 	if prog != nil {
 		opts.Progress = prog
@@ -171,56 +220,4 @@ func runPublish(ctx context.Context, w io.Writer, dir, url string, o publishOpti
 		len(res.Files), formatBytes(res.Size), formatBytes(res.StoredSize), formatBytes(res.BytesSent),
 		res.Seconds, formatBytes(int64(float64(res.BytesSent)/max(res.Seconds, 1e-3))), publish.Quote(res.URL))
 	return nil
-}
-
-// byteProgress draws a progress bar over bytes: publish and pull add to atomic counters and a
-// ticker redraws the bar, so workers never wait on the terminal.
-type byteProgress struct {
-	total, done atomic.Int64
-	bar         *progressbar.ProgressBar
-	stop        chan struct{}
-	wg          sync.WaitGroup
-}
-
-func newByteProgress(w io.Writer, desc string) *byteProgress {
-	p := &byteProgress{stop: make(chan struct{})}
-	p.bar = progressbar.NewOptions64(-1,
-		progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true),
-		progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	p.wg.Go(func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		shown := int64(-1)
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				if tot := p.total.Load(); tot != shown && tot > 0 {
-					p.bar.ChangeMax64(tot)
-					shown = tot
-				}
-				p.bar.Set64(p.done.Load())
-			}
-		}
-	})
-	return p
-}
-
-// AddTotal implements publish.Progress.
-func (p *byteProgress) AddTotal(n int64) { p.total.Add(n) }
-
-// Add implements publish.Progress.
-func (p *byteProgress) Add(n int64) { p.done.Add(n) }
-
-// finish stops and clears the bar; a nil bar does nothing.
-func (p *byteProgress) finish() {
-	if p == nil {
-		return
-	}
-	close(p.stop)
-	p.wg.Wait()
-	p.bar.Finish()
 }

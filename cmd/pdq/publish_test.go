@@ -35,7 +35,7 @@ func pubTestDir(t *testing.T) (decode string) {
 }
 
 func pubFlags() publishOptions {
-	return publishOptions{storeFlags: storeFlags{parallel: 4, partSize: 5 << 20, asJSON: true}, source: "test://src", report: "auto"}
+	return publishOptions{storeFlags: storeFlags{parallel: 4, partSize: 5 << 20, timeout: publish.DefaultTimeout, asJSON: true}, source: "test://src", report: "auto"}
 }
 
 // pubCycle publishes, verifies (quick and deep) and pulls through the command functions.
@@ -108,6 +108,8 @@ func TestPublishCommandUsage(t *testing.T) {
 		{"publish", "a", "s3://b/v1", "--parallel", "0"},
 		{"pull", "s3://b/v1"},
 		{"pull", "s3://b/v1", "dir", "--part-size", "lots"},
+		{"pull", "s3://b/v1", "dir", "--timeout", "-1s"},
+		{"publish", "a", "s3://b/v1", "--progress-interval", "-5s"},
 	} {
 		root := newRootCmd()
 		root.SetArgs(args)

@@ -35,14 +35,18 @@ func isStoreURL(arg string) bool {
 // (or JSON); it returns an error when anything does not match.
 func runVerifyRemote(ctx context.Context, w io.Writer, url string, opts remoteVerifyOptions) error {
 	st, err := publish.OpenStore(ctx, url, publish.StoreOptions{Endpoint: opts.Endpoint, Region: opts.Region, MaxConns: publish.DefaultParallel})
+	if errors.Is(err, publish.ErrBadURL) {
+		return usageError{err}
+	}
 	if err != nil {
 		return err
 	}
 	var prog *byteProgress
 	vo := publish.VerifyOptions{Deep: opts.Deep}
-	if opts.Deep && stderrIsTerminal() {
-		prog = newByteProgress(os.Stderr, "verify")
-		vo.Progress = prog
+	if opts.Deep {
+		if prog = stderrProgress("verify", defaultProgressEvery); prog != nil {
+			vo.Progress = prog
+		}
 	}
 	res, err := publish.Verify(ctx, st, vo)
 	prog.finish()

@@ -33,6 +33,12 @@ var (
 	ErrInvalidKey = errors.New("store: invalid key")
 	// ErrInvalidPart: a part list given to CompleteMultipart does not match what was uploaded.
 	ErrInvalidPart = errors.New("store: invalid part")
+	// ErrStalled: a remote store stopped answering: a request sent and received nothing for
+	// longer than the store's idle timeout, every time it was tried.
+	ErrStalled = errors.New("store: the server stopped answering")
+	// ErrUnreachable: a remote store could not be reached (refused connection, unknown host,
+	// network down), every time it was tried.
+	ErrUnreachable = errors.New("store: cannot reach the server")
 )
 
 // Store is an object store. Contracts every implementation keeps (checked by storetest.Run):

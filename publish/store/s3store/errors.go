@@ -1,11 +1,15 @@
 package s3store
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 
@@ -19,6 +23,26 @@ const credentialsHint = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS
 // the object and, for refused credentials, where to set them.
 func (s *Store) mapErr(op, key string, err error) error {
 	where := s.url(key)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("s3: %s %s: %w", op, where, err)
+	}
+	tries := ""
+	if ma := (*retry.MaxAttemptsError)(nil); errors.As(err, &ma) {
+		tries = fmt.Sprintf(" (tried %d times)", ma.Attempt)
+	}
+	if st := (*stalledError)(nil); errors.As(err, &st) {
+		return fmt.Errorf("s3: %s %s: %w: %s sent and received nothing for %s%s", op, where, store.ErrStalled, s.where, st.after, tries)
+	}
+	if ne := (*net.OpError)(nil); errors.As(err, &ne) {
+		why := ne.Err.Error()
+		if se := (*os.SyscallError)(nil); errors.As(ne.Err, &se) {
+			why = se.Err.Error()
+		}
+		return fmt.Errorf("s3: %s %s: %w %s: %s%s", op, where, store.ErrUnreachable, s.where, why, tries)
+	}
+	if de := (*net.DNSError)(nil); errors.As(err, &de) {
+		return fmt.Errorf("s3: %s %s: %w %s: %s%s", op, where, store.ErrUnreachable, s.where, de.Error(), tries)
+	}
 	var sentinel error
 	code, msg := "", ""
 	var ae smithy.APIError
@@ -75,6 +99,12 @@ func (s *Store) mapErr(op, key string, err error) error {
 			return fmt.Errorf("s3: %s %s: %w (%s: %s)", op, where, sentinel, code, msg)
 		}
 		return fmt.Errorf("s3: %s %s: %w", op, where, sentinel)
+	}
+	if code != "" {
+		return fmt.Errorf("s3: %s %s: %s answered %s: %s%s", op, where, s.where, code, msg, tries)
+	}
+	if re := (*awshttp.ResponseError)(nil); errors.As(err, &re) && re.HTTPStatusCode() != 0 {
+		return fmt.Errorf("s3: %s %s: %s answered HTTP %d %s%s", op, where, s.where, re.HTTPStatusCode(), http.StatusText(re.HTTPStatusCode()), tries)
 	}
 	return fmt.Errorf("s3: %s %s: %w", op, where, err)
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -39,7 +40,17 @@ type Config struct {
 	// MaxConns is how many connections to keep open to the service (default 16); set it to at
 	// least the number of requests run in parallel.
 	MaxConns int
+	// Timeout is the idle timeout of a request: one that sends and receives nothing for this
+	// long fails (the SDK tries it up to MaxAttempts times, then the error wraps
+	// store.ErrStalled). Zero means DefaultTimeout, a negative value no limit. Time a caller
+	// spends between reads of a downloaded range does not count.
+	Timeout time.Duration
+	// MaxAttempts is how many times a request is tried (default DefaultMaxAttempts).
+	MaxAttempts int
 }
+
+// DefaultMaxAttempts is how many times a failed request is tried when Config.MaxAttempts is 0.
+const DefaultMaxAttempts = 3
 
 // ParseURL splits s3://bucket/prefix into its bucket and prefix (without trailing slash).
 func ParseURL(raw string) (bucket, prefix string, err error) {
@@ -93,11 +104,25 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if conns <= 0 {
 		conns = 16
 	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	attempts := cfg.MaxAttempts
+	if attempts <= 0 {
+		attempts = DefaultMaxAttempts
+	}
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConnsPerHost = conns
 		t.MaxIdleConns = conns
 	})
-	loaders := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient)}
+	loaders := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(httpClient),
+		config.WithRetryMaxAttempts(attempts),
+		// The SDK's own lines (a fallback to IMDSv1, retries) go to slog at debug level; what
+		// fails reaches the user as a plain error.
+		config.WithLogger(sdkLogger{}),
+	}
 	if cfg.Region != "" {
 		loaders = append(loaders, config.WithRegion(cfg.Region))
 	}
@@ -112,6 +137,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx, loaders...)
 	if err != nil {
 		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
+	}
+	// The S3 requests go through the same transport (with any AWS_CA_BUNDLE the configuration
+	// added), under the idle timeout.
+	tr := httpClient.GetTransport()
+	if b, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		tr = b.GetTransport()
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
@@ -132,6 +163,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 		o.UsePathStyle = custom
+		o.HTTPClient = newIdleClient(tr, timeout)
 		// We send a CRC32C with every write ourselves and hash every read: no SDK defaults on top.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired

@@ -35,6 +35,8 @@ type Server struct {
 	Endpoint string
 	// Dir is the directory it serves: bucket B, key K is the file Dir/B/K.
 	Dir string
+
+	proc *os.Process
 }
 
 // Start runs a server for the rest of the test and stops it (by PID) in t.Cleanup.
@@ -65,7 +67,7 @@ func Start(t testing.TB) *Server {
 				cmd.Process.Kill()
 				<-exited
 			})
-			return &Server{Endpoint: "http://" + addr, Dir: dir}
+			return &Server{Endpoint: "http://" + addr, Dir: dir, proc: cmd.Process}
 		}
 		cmd.Process.Kill()
 		<-exited
