@@ -108,7 +108,7 @@ set in use.`,
 	fl.BoolVar(&o.asJSON, "json", false, "print a JSON summary (the report without the per-tensor rows)")
 	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any INT4 tensor's SQNR (dB) is below this")
 	o.split.add(fl)
-	fl.StringVar(&o.device, "device", "auto", "compute device: auto, cpu or cuda (cuda needs a build with -tags cuda)")
+	fl.StringVar(&o.device, "device", "auto", "compute device: auto (every GPU when there is one, else the CPU), cpu, cuda (every GPU; CUDA_VISIBLE_DEVICES applies) or cuda:0,3 (some); GPUs need a build with make build-cuda")
 	return cmd
 }
 
