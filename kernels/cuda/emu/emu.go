@@ -148,7 +148,7 @@ func (r *runner) Run(j host.Job) error {
 		if err := j.Launch(i, stream{}, r.in.addr(), r.out.addr()); err != nil {
 			return err
 		}
-		if err := j.Finish(i, r.out.bytes(out)); err != nil {
+		if err := j.Finish(i, r.out.bytes(j.BackBytes(i, out))); err != nil {
 			return err
 		}
 	}

@@ -39,7 +39,7 @@ func TestParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			for i, c := range parity.ParityCases() {
+			for i, c := range append(parity.ParityCases(), host.FusedCases()...) {
 				t.Run(c.Name, func(t *testing.T) {
 					if err := c.Run(d, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
 						t.Fatal(err)

@@ -63,11 +63,14 @@ type Stream interface {
 }
 
 // Job is one call split into chunks. For chunk i: Stage fills the input buffer, Launch
-// enqueues the kernels reading din and writing dout, Finish reads the output buffer once the
-// chunk is complete. Finish is called in chunk order, so the first error is the first chunk's.
+// enqueues the kernels reading din and writing dout, Finish reads the output buffer (its first
+// Back bytes) once the chunk is complete. Finish is called in chunk order, so the first error is the first chunk's.
 type Job struct {
 	Chunks int
 	Sizes  func(i int) (in, out int)
+	// Back returns how many leading bytes of chunk i's output come back to the host; the rest
+	// of the output buffer is device scratch. Nil: all of it.
+	Back   func(i int) int
 	Stage  func(i int, in []byte)
 	Launch func(i int, s Stream, din, dout uint64) error
 	Finish func(i int, out []byte) error
@@ -87,6 +90,14 @@ type Runner interface {
 // Ops implements the kernels.Backend methods (and the GPU's extras) on a Runner.
 type Ops struct {
 	R Runner
+}
+
+// BackBytes returns how many bytes of chunk i's output of out bytes come back to the host.
+func (j *Job) BackBytes(i, out int) int {
+	if j.Back == nil {
+		return out
+	}
+	return min(j.Back(i), out)
 }
 
 // ChunkBytes bounds the float32 bytes of one chunk of work.
