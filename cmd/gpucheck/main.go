@@ -21,6 +21,7 @@ import (
 	"gorgonia.org/cu"
 
 	"pdq/kernels/cuda"
+	"pdq/kernels/cuda/host"
 	"pdq/kernels/cuda/parity"
 )
 
@@ -40,31 +41,39 @@ func main() {
 }
 
 func run(w io.Writer, benchGiB float64, runs int, seed uint64, only string, noBench bool) error {
-	b, err := cuda.New(0)
+	all, err := cuda.Open(nil)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	fmt.Fprintf(w, "device: %s (driver API %d)\n", b.DeviceName(), cu.Version())
+	defer all.Close()
+	fmt.Fprintf(w, "devices: %s (driver API %d)\n", all.DeviceName(), cu.Version())
 	match, err := regexp.Compile(only)
 	if err != nil {
 		return fmt.Errorf("-run: %w", err)
 	}
-	if err := parityRun(w, b, seed, match); err != nil {
+	if err := parityRun(w, all, seed, match); err != nil {
 		return err
 	}
 	if noBench {
 		return nil
 	}
-	return bench(w, b, int64(benchGiB*(1<<30)/4), runs, seed)
+	b, err := cuda.New(0)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := bench(w, b, int64(benchGiB*(1<<30)/4), runs, seed); err != nil {
+		return err
+	}
+	return fusedBench(w, all, benchGiB, seed)
 }
 
 // parityRun runs the suite and reports every failure; it fails when one case did.
-func parityRun(w io.Writer, b *cuda.Backend, seed uint64, match *regexp.Regexp) error {
+func parityRun(w io.Writer, b *cuda.Multi, seed uint64, match *regexp.Regexp) error {
 	fmt.Fprintf(w, "parity: seed %d (-seed %d repeats it)\n", seed, seed)
 	start := time.Now()
 	failed, ran := 0, 0
-	for i, c := range parity.ParityCases() {
+	for i, c := range append(parity.ParityCases(), host.FusedCases()...) {
 		if !match.MatchString(c.Name) {
 			continue
 		}
@@ -74,7 +83,7 @@ func parityRun(w io.Writer, b *cuda.Backend, seed uint64, match *regexp.Regexp) 
 			fmt.Fprintf(w, "  FAIL %s: %v\n", c.Name, err)
 		}
 	}
-	fmt.Fprintf(w, "parity: %d cases, %d failed (%.1fs)\n", ran, failed, time.Since(start).Seconds())
+	fmt.Fprintf(w, "parity: %d cases, %d failed (%.1fs), calls per device %v\n", ran, failed, time.Since(start).Seconds(), b.Served())
 	if failed > 0 {
 		return fmt.Errorf("%d of %d parity cases failed", failed, ran)
 	}
