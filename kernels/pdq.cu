@@ -461,3 +461,169 @@ extern "C" __global__ void err_partial(double *out, i64 *idx, const float *ref, 
         idx[k] = mi;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// (e) GPTQ (calib/gptq.go): the Cholesky factorization of the reversed, dampened Hessian, its
+// turn into the unit upper N, and the column loop. Matrix products follow kernels.MatMulAddF32:
+// each element of C is updated once per block of 128 inner indices, C += t (float32), where t
+// starts at 0 and accumulates a·b in index order with fused multiply-adds rounded once to
+// float32 (__fmaf_rn, the Go fma32); AxpyF32 is y = fma32(a, x, y). The diagonal blocks of the
+// factorization sum in float64 as the Go loop does (the float32 products are exact in float64).
+// flag is set to 1 when the matrix is not numerically positive definite (or N not finite).
+
+#define GEMM_KC 128
+
+// chol_diag factorizes the diagonal block [j0, j0+w) of the k×k matrix a (row-major float32,
+// lower triangle) in place: one thread block; column after column, the rows below in parallel.
+extern "C" __global__ void chol_diag(float *a, u64 *flag, i64 k, i64 j0, i64 w) {
+    __shared__ double l;
+    __shared__ int fail;
+    i64 j1 = j0 + w;
+    for (i64 c = j0; c < j1; c++) {
+        if (threadIdx.x == 0) {
+            double d = (double)a[c * k + c];
+            for (i64 p = j0; p < c; p++) {
+                double x = (double)a[c * k + p];
+                d = __dsub_rn(d, __dmul_rn(x, x));
+            }
+            fail = !(d > 0) || isinf(d);
+            if (fail) {
+                *flag = 1;
+            } else {
+                l = __dsqrt_rn(d);
+                a[c * k + c] = (float)l;
+            }
+        }
+        __syncthreads();
+        if (fail) return;
+        for (i64 r = c + 1 + threadIdx.x; r < j1; r += blockDim.x) {
+            double s = (double)a[r * k + c];
+            for (i64 p = j0; p < c; p++) {
+                s = __dsub_rn(s, __dmul_rn((double)a[r * k + p], (double)a[c * k + p]));
+            }
+            a[r * k + c] = (float)__ddiv_rn(s, l);
+        }
+        __syncthreads();
+    }
+}
+
+// chol_panel solves the panel below the diagonal block: for each row r ≥ j0+w, its columns
+// [j0, j0+w) as x: x_p /= L_pp, then x_c = fma32(-L_cp, x_p, x_c) for c > p, in p order.
+extern "C" __global__ void chol_panel(float *a, i64 k, i64 j0, i64 w) {
+    float x[GEMM_KC];
+    i64 j1 = j0 + w;
+    for (i64 r = j1 + blockIdx.x * (i64)blockDim.x + threadIdx.x; r < k; r += (i64)gridDim.x * blockDim.x) {
+        float *row = a + r * k + j0;
+        for (i64 p = 0; p < w; p++) x[p] = row[p];
+        for (i64 p = 0; p < w; p++) {
+            x[p] = __fdiv_rn(x[p], a[(j0 + p) * k + j0 + p]);
+            for (i64 c = p + 1; c < w; c++) {
+                x[c] = __fmaf_rn(-a[(j0 + c) * k + j0 + p], x[p], x[c]);
+            }
+        }
+        for (i64 p = 0; p < w; p++) row[p] = x[p];
+    }
+}
+
+// chol_trail updates the trailing matrix A22 −= L21·L21ᵀ, elements on or below the diagonal,
+// as kernels.MatMulAddF32(sub, lower).
+extern "C" __global__ void chol_trail(float *a, i64 k, i64 j0, i64 w) {
+    i64 j1 = j0 + w, m = k - j1;
+    i64 total = m * m;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 i = e / m, j = e % m;
+        if (j > i) continue;
+        const float *li = a + (j1 + i) * k + j0, *lj = a + (j1 + j) * k + j0;
+        float c = a[(j1 + i) * k + j1 + j];
+        for (i64 p0 = 0; p0 < w; p0 += GEMM_KC) {
+            float t = 0;
+            for (i64 p = p0; p < min(w, p0 + GEMM_KC); p++) t = __fmaf_rn(-li[p], lj[p], t);
+            c = __fadd_rn(c, t);
+        }
+        a[(j1 + i) * k + j1 + j] = c;
+    }
+}
+
+// chol_unit_upper writes N (k×k, unit upper triangular, processing order) from the factor L of
+// the reversed matrix: T[i][j] = L[k-1-i][k-1-j], N[i][j] = T[i][j]/T[j][j] (reverseToUnitUpper).
+extern "C" __global__ void chol_unit_upper(float *n, u64 *flag, const float *a, i64 k) {
+    i64 total = k * k;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 i = e / k, j = e % k;
+        float v = 0;
+        if (j == i) {
+            float d = a[(k - 1 - i) * k + (k - 1 - i)];
+            if (!(d > 0) || isinf(d)) *flag = 1;
+            v = 1;
+        } else if (j > i) {
+            float d = a[(k - 1 - j) * k + (k - 1 - j)];
+            v = __fdiv_rn(a[(k - 1 - i) * k + (k - 1 - j)], d);
+            if (isnan(v) || isinf(v)) *flag = 1;
+        }
+        n[e] = v;
+    }
+}
+
+// gptq_perm copies the rows of w into processing order: wk[r][i] = w[r][perm[i]].
+extern "C" __global__ void gptq_perm(float *wk, const float *w, const i64 *perm, i64 rows, i64 k) {
+    i64 total = rows * k;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 r = e / k, i = e % k;
+        wk[e] = w[r * k + perm[i]];
+    }
+}
+
+// gptq_block quantizes columns [b0, b1) of every row (one thread per row), column after column:
+// level of w'/s, the error w − q·s into ek, and its spread over the block's later columns
+// (Factor.chunk). clipped[r] counts the row's levels outside [-8, 7].
+extern "C" __global__ void gptq_block(float *wk, float *ek, int8_t *lv, u64 *clipped, const float *w,
+                                      const i64 *perm, const float *scales, const float *nn, i64 rows,
+                                      i64 k, i64 b0, i64 b1, i64 g) {
+    i64 ng = k / g, nb = b1 - b0;
+    for (i64 r = blockIdx.x * (i64)blockDim.x + threadIdx.x; r < rows; r += (i64)gridDim.x * blockDim.x) {
+        float *row = wk + r * k;
+        u64 cl = clipped[r];
+        for (i64 i = b0; i < b1; i++) {
+            i64 c = perm[i];
+            float s = scales[r * ng + c / g];
+            float q = 0;
+            if (s != 0) {
+                float v = __fdiv_rn(row[i], s);
+                if (v >= 7.5f || v < -8.5f) cl++;
+                q = level(v);
+            }
+            lv[r * k + c] = (int8_t)q;
+            float e = __fsub_rn(w[r * k + c], __fmul_rn(q, s));
+            ek[r * nb + (i - b0)] = e;
+            if (e != 0) {
+                const float *ni = nn + i * k;
+                for (i64 j = i + 1; j < b1; j++) row[j] = __fmaf_rn(e, ni[j], row[j]);
+            }
+        }
+        clipped[r] = cl;
+    }
+}
+
+// gptq_update spreads a block's errors over the later columns: wk[:, b1:] += ek·N[b0:b1, b1:]
+// (kernels.MatMulAddF32).
+extern "C" __global__ void gptq_update(float *wk, const float *ek, const float *nn, i64 rows, i64 k, i64 b0, i64 b1) {
+    i64 nb = b1 - b0, cols = k - b1, total = rows * cols;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 r = e / cols, j = b1 + e % cols;
+        const float *er = ek + r * nb;
+        float c = wk[r * k + j];
+        for (i64 p0 = 0; p0 < nb; p0 += GEMM_KC) {
+            float t = 0;
+            for (i64 p = p0; p < min(nb, p0 + GEMM_KC); p++) t = __fmaf_rn(er[p], nn[(b0 + p) * k + j], t);
+            c = __fadd_rn(c, t);
+        }
+        wk[r * k + j] = c;
+    }
+}
+
+// gptq_pack writes levels in [-8, 7] as nibbles q+8, two per byte, low nibble first.
+extern "C" __global__ void gptq_pack(uint8_t *packed, const int8_t *lv, i64 bytes) {
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < bytes; i += (i64)gridDim.x * blockDim.x) {
+        packed[i] = (uint8_t)((lv[2 * i] + 8) | ((lv[2 * i + 1] + 8) << 4));
+    }
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func TestParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			for i, c := range append(parity.ParityCases(), host.FusedCases()...) {
+			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), host.GPTQCases()) {
 				t.Run(c.Name, func(t *testing.T) {
 					if err := c.Run(d, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
 						t.Fatal(err)

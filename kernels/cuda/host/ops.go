@@ -30,6 +30,14 @@ const (
 	FP8Absmax // grid: one 256-thread block per 128×128 block
 	FP8Quant
 	ErrPartial
+	CholDiag // grid: one block
+	CholPanel
+	CholTrail
+	CholUnitUpper
+	GPTQPerm
+	GPTQBlock
+	GPTQUpdate
+	GPTQPack
 	NumKernels
 )
 
@@ -37,11 +45,13 @@ const (
 var Names = [NumKernels]string{
 	"decode_bf16", "decode_f16", "dequant_fp8", "dequant_int4", "int4_quant_g32",
 	"int4_quant_g64", "int4_quant_any", "fp8_absmax", "fp8_quant", "err_partial",
+	"chol_diag", "chol_panel", "chol_trail", "chol_unit_upper", "gptq_perm", "gptq_block",
+	"gptq_update", "gptq_pack",
 }
 
 // Params are the kernels' parameter counts, indexed by Kernel; every parameter is 8 bytes wide.
 // Stream implementations refuse launches with another count.
-var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6}
+var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6, 5, 4, 4, 4, 5, 13, 7, 3}
 
 // CheckArgs reports a launch of k with the wrong number of arguments.
 func CheckArgs(k Kernel, args []uint64) error {
