@@ -1,9 +1,10 @@
 //go:build cuda
 
 // Command gpucheck checks and measures the CUDA backend on a GPU machine: it runs the parity
-// suite against the CPU backend on fresh random data, measures the device-to-device copy
-// bandwidth with cuMemcpyDtoD, then times every kernel on device-resident arrays (CUDA events,
-// warm-up, median of many runs) and prints each kernel's throughput beside that bandwidth.
+// suites (kernels, fused pass, GPTQ) against the CPU backend on fresh random data on every
+// visible GPU, measures the device-to-device copy bandwidth with cuMemcpyDtoD, times every
+// kernel on device-resident arrays (CUDA events, warm-up, median of many runs) beside that
+// bandwidth, the fused pass end to end, and GPTQ of a 2048×6144 expert on the CPU and the device.
 // It exits with status 1 when any parity case fails. scripts/gpu-check.sh runs it, then times
 // a whole conversion on the GPU against the CPU.
 package main
@@ -65,7 +66,10 @@ func run(w io.Writer, benchGiB float64, runs int, seed uint64, only string, noBe
 	if err := bench(w, b, int64(benchGiB*(1<<30)/4), runs, seed); err != nil {
 		return err
 	}
-	return fusedBench(w, all, benchGiB, seed)
+	if err := fusedBench(w, all, benchGiB, seed); err != nil {
+		return err
+	}
+	return gptqBench(w, all, 2048, 6144, seed)
 }
 
 // parityRun runs the suite and reports every failure; it fails when one case did.
