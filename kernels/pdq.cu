@@ -372,6 +372,164 @@ INT4_KERNEL(int4_quant_g64, 64)
 INT4_KERNEL(int4_quant_any, 0)
 
 // ---------------------------------------------------------------------------------------------
+// (b2) Weighted INT4: kernels.CPU.QuantizeInt4Weighted (quantGroupWeighted, searchWeighted).
+
+// w_sums: kernels.wSums: Σw(x−q·s)², Σw·x·q, Σw·q² in the eight-lane order, q = level(x/s)
+// (div) or level(x·inv); products rounded one at a time: w·(d·d), (w·x)·q, (w·q)·q.
+__device__ __forceinline__ void w_sums(const float *x, const float *w, int g, float s, float inv, bool div,
+                                       float *e, float *xq, float *qq) {
+    float le[8], lx[8], lq[8];
+    for (int j = 0; j < 8; j++) le[j] = lx[j] = lq[j] = 0.0f;
+    for (int i = 0; i < g; i++) {
+        float v = x[i];
+        float q = level(div ? __fdiv_rn(v, s) : __fmul_rn(v, inv));
+        float d = __fsub_rn(v, __fmul_rn(q, s));
+        float wi = w[i];
+        le[i & 7] = __fadd_rn(le[i & 7], __fmul_rn(wi, __fmul_rn(d, d)));
+        lx[i & 7] = __fadd_rn(lx[i & 7], __fmul_rn(__fmul_rn(wi, v), q));
+        lq[i & 7] = __fadd_rn(lq[i & 7], __fmul_rn(__fmul_rn(wi, q), q));
+    }
+    *e = lanes(le);
+    *xq = lanes(lx);
+    *qq = lanes(lq);
+}
+
+// Weighted search state: the best error, scale, level form and its sums (searchWeighted's try).
+struct WBest {
+    float e, s, xq, qq;
+    bool div;
+};
+
+__device__ __forceinline__ bool w_try(WBest *b, const float *x, const float *w, int g, float s) {
+    float e, xq, qq;
+    w_sums(x, w, g, s, __fdiv_rn(1.0f, s), false, &e, &xq, &qq);
+    if (e < b->e) {
+        b->e = e;
+        b->s = s;
+        b->div = false;
+        b->xq = xq;
+        b->qq = qq;
+        return true;
+    }
+    return false;
+}
+
+// int4_quant_weighted: one group per thread, column weights d (one per column, gpr groups per
+// row). mode as int4_quant; cand = Pos, Neg, WPos; wmode = len(WPos) | WFineN << 16 |
+// bits(WFine) << 32.
+extern "C" __global__ void int4_quant_weighted(uint32_t *packed, uint16_t *scales, GroupStats *stats, u64 *bad,
+                                               const float *src, i64 shape, u64 mode, const float *cand,
+                                               const float *d, u64 wmode, i64 gpr) {
+    i64 groups = shape & ((1ll << 40) - 1);
+    int g = (int)(shape >> 40);
+    int npos = (int)((mode >> 32) & 0xffff), nneg = (int)((mode >> 48) & 0xffff);
+    bool sgn = ((mode >> 8) & 0xff) != 0;
+    int refine = (int)((mode >> 16) & 0xffff);
+    int nw = (int)(wmode & 0xffff), nfine = (int)((wmode >> 16) & 0xffff);
+    float wfine = __uint_as_float((uint32_t)(wmode >> 32));
+    const float *pos = cand, *neg = cand + npos, *wpos = cand + npos + nneg;
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < groups; k += (i64)gridDim.x * blockDim.x) {
+        const float *x = src + k * (i64)g;
+        const float *w = d + (k % gpr) * (i64)g;
+        uint32_t *dst = packed + k * (i64)(g / 8);
+        uint32_t ab = 0;
+        for (int i = 0; i < g; i++) ab = max(ab, __float_as_uint(x[i]) & 0x7fffffffu);
+        if (ab >= 0x7f800000u) {
+            for (int i = 0; i < g; i++) {
+                if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) {
+                    atomicMin(bad, (u64)(k * (i64)g + i));
+                    break;
+                }
+            }
+            continue;
+        }
+        float a = __uint_as_float(ab);
+        float sR = round_bf16(__fdiv_rn(a, 7.5f));
+        GroupStats st;
+        float s = sR;
+        if (sR == 0.0f) {
+            float ls[8];
+            for (int j = 0; j < 8; j++) ls[j] = 0.0f;
+            for (int i = 0; i < g; i++) ls[i & 7] = __fadd_rn(ls[i & 7], __fmul_rn(x[i], x[i]));
+            for (int i = 0; i < g; i += 8) dst[i / 8] = 0x88888888u;
+            float ss = lanes(ls);
+            st.sum_sq = st.err = st.rtn_err = ss;
+            st.clipped = 0;
+            s = 0.0f;
+        } else {
+            bool searched = (mode & 0xff) == 1 && a >= 0x1p-64f;
+            WBest b;
+            b.s = sR;
+            b.div = true;
+            if (searched) {
+                w_sums(x, w, g, sR, 0.0f, true, &b.e, &b.xq, &b.qq);
+                float prev = 0.0f;
+                bool uniform = true;
+                for (int i = 1; i < g; i++) uniform = uniform && w[i] == w[0];
+                if (uniform || nw == 0) {
+                    for (int j = 0; j < npos; j++) {
+                        float c = round_bf16(__fmul_rn(a, pos[j]));
+                        if (c == prev || c == sR) continue;
+                        prev = c;
+                        w_try(&b, x, w, g, c);
+                    }
+                } else {
+                    float kBest = 1.0f / 7.5f;
+                    for (int j = 0; j < nw; j++) {
+                        float c = round_bf16(__fmul_rn(a, wpos[j]));
+                        if (c == prev || c == sR) continue;
+                        prev = c;
+                        if (w_try(&b, x, w, g, c)) kBest = wpos[j];
+                    }
+                    for (int i = 1; i <= nfine; i++) {
+                        float step = __fmul_rn((float)i, wfine);
+                        float ks[2] = {__fsub_rn(kBest, step), __fadd_rn(kBest, step)};
+                        for (int t = 0; t < 2; t++) {
+                            float c = round_bf16(__fmul_rn(a, ks[t]));
+                            if (c > 0.0f && c != b.s && c != sR) w_try(&b, x, w, g, c);
+                        }
+                    }
+                }
+                if (sgn && nneg > 0) {
+                    float ext = a;
+                    for (int i = 0; i < g; i++) {
+                        if (x[i] == a || x[i] == -a) {
+                            ext = x[i];
+                            break;
+                        }
+                    }
+                    float sign = ext > 0.0f ? -1.0f : 1.0f;
+                    prev = 0.0f;
+                    for (int j = 0; j < nneg; j++) {
+                        float c = round_bf16(__fmul_rn(a, neg[j]));
+                        if (c == prev) continue;
+                        prev = c;
+                        w_try(&b, x, w, g, __fmul_rn(sign, c));
+                    }
+                }
+                for (int it = 0; it < refine; it++) {
+                    if (b.qq == 0.0f) break;
+                    float c = round_bf16(__fdiv_rn(b.xq, b.qq));
+                    if (c == b.s || c == 0.0f || (!sgn && c < 0.0f)) break;
+                    if (!w_try(&b, x, w, g, c)) break;
+                }
+            }
+            s = b.s;
+            st = pack<0>(dst, x, g, s, b.div);
+            if (!searched || b.div) {
+                st.rtn_err = st.err;
+            } else {
+                float e, d1, d2;
+                err_sums<0>(x, g, sR, 0.0f, true, false, &e, &d1, &d2);
+                st.rtn_err = e;
+            }
+        }
+        scales[k] = f32_to_bf16(s);
+        stats[k] = st;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // (c) FP8 e4m3 128x128 block quantization: kernels.CPU.QuantizeFP8Block.
 
 // fp8_absmax: one thread block per 128x128 block (grid: block columns x block rows) computes

@@ -40,7 +40,7 @@ func TestParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), host.GPTQCases()) {
+			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), host.GPTQCases(), host.WeightedCases()) {
 				t.Run(c.Name, func(t *testing.T) {
 					if err := c.Run(d, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
 						t.Fatal(err)

@@ -71,6 +71,10 @@ extern "C" int emu_launch(int k, unsigned gx, unsigned gy, const A *args) {
                     (i64)args[6]);
         return 0;
     case 17: gptq_pack(P(uint8_t *, 0), P(const int8_t *, 1), (i64)args[2]); return 0;
+    case 18:
+        int4_quant_weighted(P(uint32_t *, 0), P(uint16_t *, 1), P(GroupStats *, 2), P(u64 *, 3), P(const float *, 4),
+                            (i64)args[5], args[6], P(const float *, 7), P(const float *, 8), args[9], (i64)args[10]);
+        return 0;
     }
     return -1;
 }

@@ -38,6 +38,7 @@ const (
 	GPTQBlock
 	GPTQUpdate
 	GPTQPack
+	Int4Weighted
 	NumKernels
 )
 
@@ -46,12 +47,12 @@ var Names = [NumKernels]string{
 	"decode_bf16", "decode_f16", "dequant_fp8", "dequant_int4", "int4_quant_g32",
 	"int4_quant_g64", "int4_quant_any", "fp8_absmax", "fp8_quant", "err_partial",
 	"chol_diag", "chol_panel", "chol_trail", "chol_unit_upper", "gptq_perm", "gptq_block",
-	"gptq_update", "gptq_pack",
+	"gptq_update", "gptq_pack", "int4_quant_weighted",
 }
 
 // Params are the kernels' parameter counts, indexed by Kernel; every parameter is 8 bytes wide.
 // Stream implementations refuse launches with another count.
-var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6, 5, 4, 4, 4, 5, 13, 7, 3}
+var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6, 5, 4, 4, 4, 5, 13, 7, 3, 11}
 
 // CheckArgs reports a launch of k with the wrong number of arguments.
 func CheckArgs(k Kernel, args []uint64) error {
