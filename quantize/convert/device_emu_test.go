@@ -13,8 +13,8 @@ import (
 
 // TestDeviceEmulated: conversions on the CUDA backend's host code over the emulated kernels
 // (make test-cuda-emu), served as one and as three devices, write the CPU's bytes: BF16, F16
-// and FP8-block sources, and GPTQ with statistics, whose factorization and column loop then run
-// on the devices.
+// and FP8-block sources, and the weighted search and GPTQ with statistics, which then run on the
+// devices too.
 func TestDeviceEmulated(t *testing.T) {
 	stats := filepath.Join(t.TempDir(), "stats.safetensors")
 	writeStats(t, glm4Source(t), stats, 1, 0)
@@ -26,6 +26,8 @@ func TestDeviceEmulated(t *testing.T) {
 		{"bf16", glm4Source(t), convert.Options{GroupSize: 32, MaxShardSize: 1 << 20}},
 		{"f16", glm4F16Source(t), convert.Options{GroupSize: 64, MaxShardSize: 1 << 20}},
 		{"fp8", deepseekSource(t), convert.Options{GroupSize: 32, MaxShardSize: 1 << 20}},
+		{"weighted", glm4Source(t), convert.Options{GroupSize: 32, MaxShardSize: 1 << 20, Calib: openStats(t, stats),
+			CalibMethod: convert.CalibWeighted}},
 		{"gptq", glm4Source(t), convert.Options{GroupSize: 32, MaxShardSize: 1 << 20, Calib: openStats(t, stats),
 			CalibMethod: convert.CalibGPTQ, CalibActOrder: true}},
 	}
