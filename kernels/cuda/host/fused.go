@@ -16,7 +16,8 @@ import (
 // only: the decoded values, a dequantization and the INT4 scales widened to float32.
 type fusedLayout struct {
 	m, ng, br, k             int
-	srcScale, cand, inTotal  int
+	srcScale, cand, weights  int
+	inTotal                  int
 	i4                       int4Layout
 	fp8, fp8Scales, fp8Bad   int
 	sums4, sums8, back       int
@@ -39,7 +40,11 @@ func fusedOut(s *FusedSource, h, s0, s1, ncand, g int) fusedLayout {
 	if s.DType == safetensors.F8E4M3 {
 		l.cand += roundUp(4*(s1-s0)*ceilDiv(cols, s.BW), 8)
 	}
-	l.inTotal = l.cand + 4*ncand
+	l.weights = l.cand + 4*ncand
+	l.inTotal = l.weights
+	if s.Weights != nil {
+		l.inTotal += 4 * cols
+	}
 	l.i4 = int4Out(l.m, l.ng)
 	l.fp8 = roundUp(l.i4.total, 8)
 	l.fp8Scales = l.fp8 + roundUp(l.m, 8)
@@ -68,6 +73,10 @@ func (o Ops) Fused(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int
 	cand := append(append([]float32(nil), p.Pos...), p.Neg...)
 	mode := Int4Mode(p)
 	kern := Int4Kernel(g)
+	weighted := s.Weights != nil && p.Search == kernels.SearchMSE
+	if weighted {
+		cand = append(cand, p.WPos...)
+	}
 	bc := ceilDiv(cols, fp8B)
 	sc := 0
 	if s.DType == safetensors.F8E4M3 {
@@ -105,6 +114,9 @@ func (o Ops) Fused(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int
 				copy(in, s.Raw[2*r0*cols:2*r1*cols])
 			}
 			copy(in[l.cand:], f32Bytes(cand))
+			if s.Weights != nil {
+				copy(in[l.weights:], f32Bytes(s.Weights))
+			}
 		},
 		Launch: func(i int, st Stream, din, dout uint64) error {
 			r0, r1, _, _ := span(i)
@@ -134,8 +146,14 @@ func (o Ops) Fused(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int
 			if err == nil {
 				err = st.Memset8(at(l.i4.bad), 0xff, 8)
 			}
-			launch(kern, o.R.Grid(l.ng, 128), 1, 128, at(0), at(l.i4.scales), at(l.i4.stats),
-				at(l.i4.bad), at(l.vals), Int4Shape(l.ng, g), mode, din+uint64(l.cand))
+			if weighted {
+				launch(Int4Weighted, o.R.Grid(l.ng, 128), 1, 128, at(0), at(l.i4.scales), at(l.i4.stats),
+					at(l.i4.bad), at(l.vals), Int4Shape(l.ng, g), mode, din+uint64(l.cand),
+					din+uint64(l.weights), Int4WMode(p), uint64(cols/g))
+			} else {
+				launch(kern, o.R.Grid(l.ng, 128), 1, 128, at(0), at(l.i4.scales), at(l.i4.stats),
+					at(l.i4.bad), at(l.vals), Int4Shape(l.ng, g), mode, din+uint64(l.cand))
+			}
 			launch(DecodeBF16, o.R.Grid(l.ng, threads), 1, threads, at(l.f32s), at(l.i4.scales), uint64(l.ng))
 			launch(DequantInt4, o.R.Grid(l.m/8, threads), 1, threads, at(l.deq), at(0), at(l.f32s),
 				m/8, uint64(g/8))

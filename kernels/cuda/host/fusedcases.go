@@ -33,17 +33,20 @@ const (
 	srcFP8Tens fusedKind = "fp8-tensor"
 )
 
-// FusedCases returns the parity cases of the fused pass: every source form, rtn, mse and
-// signed mse, shapes with partial FP8 blocks and one spanning two pipeline chunks, and
+// FusedCases returns the parity cases of the fused pass: every source form, rtn, mse, signed
+// mse and the weighted search (plain and signed), shapes with partial FP8 blocks and one spanning two pipeline chunks, and
 // non-finite sources. A backend without the fused pass fails them.
 func FusedCases() []parity.ParityCase {
 	type shape struct{ rows, cols, g int }
 	shapes := []shape{{3, 96, 32}, {130, 256, 32}, {200, 320, 64}, {129, 1024, 128}}
 	methods := []struct {
-		name   string
-		search kernels.Search
-		signed bool
-	}{{"rtn", kernels.SearchRTN, false}, {"mse", kernels.SearchMSE, false}, {"mse-signed", kernels.SearchMSE, true}}
+		name     string
+		search   kernels.Search
+		signed   bool
+		weighted bool
+	}{{"rtn", kernels.SearchRTN, false, false}, {"mse", kernels.SearchMSE, false, false},
+		{"mse-signed", kernels.SearchMSE, true, false}, {"weighted", kernels.SearchMSE, false, true},
+		{"weighted-signed", kernels.SearchMSE, true, true}}
 	var cs []parity.ParityCase
 	add := func(name string, run func(f Fuser, rng *rand.Rand) error) {
 		cs = append(cs, parity.ParityCase{Name: "fused/" + name, Run: func(b parity.Backend, rng *rand.Rand) error {
@@ -62,7 +65,11 @@ func FusedCases() []parity.ParityCase {
 					if err != nil {
 						return err
 					}
-					return fusedParity(f, fusedSource(rng, k, sh.rows, sh.cols), &p, 0)
+					src := fusedSource(rng, k, sh.rows, sh.cols)
+					if m.weighted {
+						src.Weights = columnWeights(rng, sh.cols, "zeros")
+					}
+					return fusedParity(f, src, &p, 0)
 				})
 			}
 		}

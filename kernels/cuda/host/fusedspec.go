@@ -20,6 +20,9 @@ type FusedSource struct {
 	Scale      []float32         // F8_E4M3: ceil(Rows/BH)×ceil(Cols/BW) multipliers, row-major
 	BH, BW     int               // F8_E4M3: the scale's block: 128×128, 1×Cols (channel), Rows×Cols (tensor)
 	Rows, Cols int
+	// Weights, when set, holds one column weight per column (calibration E[x²]) and the INT4
+	// quantization is the weighted search (kernels.CPU.QuantizeInt4Weighted).
+	Weights []float32
 }
 
 // FusedOut receives the results of the fused pass over one slab: the INT4 and the FP8 block
@@ -50,6 +53,9 @@ func (s *FusedSource) check(out *FusedOut, p *kernels.Int4Params) error {
 		}
 	default:
 		return fmt.Errorf("%w: dtype %s", ErrFusedSource, s.DType)
+	}
+	if s.Weights != nil && len(s.Weights) != s.Cols {
+		return fmt.Errorf("%w: %d column weights for %d columns", ErrFusedSource, len(s.Weights), s.Cols)
 	}
 	if len(out.Int4.Packed) != n/2 || len(out.Int4.Scales) != 2*(n/g) || len(out.Int4.Stats) != n/g ||
 		len(out.FP8Codes) != n || len(out.FP8Scales) != ceilDiv(s.Rows, fp8B)*ceilDiv(s.Cols, fp8B) {
@@ -82,7 +88,11 @@ func FusedCPU(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int64) e
 	if err := s.decode(vals); err != nil {
 		return err
 	}
-	if err := cpu.QuantizeInt4(out.Int4, vals, s.Rows, s.Cols, p); err != nil {
+	if s.Weights != nil {
+		if err := cpu.QuantizeInt4Weighted(out.Int4, vals, s.Rows, s.Cols, p, s.Weights); err != nil {
+			return err
+		}
+	} else if err := cpu.QuantizeInt4(out.Int4, vals, s.Rows, s.Cols, p); err != nil {
 		return err
 	}
 	deq := make([]float32, n)
