@@ -666,10 +666,11 @@ extern "C" __global__ void chol_diag(float *a, u64 *flag, i64 k, i64 j0, i64 w) 
 }
 
 // chol_panel solves the panel below the diagonal block: for each row r ≥ j0+w, its columns
-// [j0, j0+w) as x: x_p /= L_pp, then x_c = fma32(-L_cp, x_p, x_c) for c > p, in p order.
-extern "C" __global__ void chol_panel(float *a, i64 k, i64 j0, i64 w) {
+// [j0, j0+w) as x: x_p /= L_pp, then x_c = fma32(-L_cp, x_p, x_c) for c > p, in p order. The
+// solved panel also goes to bt transposed (w × m, m = k−j0−w), for coalesced reads in chol_trail.
+extern "C" __global__ void chol_panel(float *a, float *bt, i64 k, i64 j0, i64 w) {
     float x[GEMM_KC];
-    i64 j1 = j0 + w;
+    i64 j1 = j0 + w, m = k - j1;
     for (i64 r = j1 + blockIdx.x * (i64)blockDim.x + threadIdx.x; r < k; r += (i64)gridDim.x * blockDim.x) {
         float *row = a + r * k + j0;
         for (i64 p = 0; p < w; p++) x[p] = row[p];
@@ -679,23 +680,26 @@ extern "C" __global__ void chol_panel(float *a, i64 k, i64 j0, i64 w) {
                 x[c] = __fmaf_rn(-a[(j0 + c) * k + j0 + p], x[p], x[c]);
             }
         }
-        for (i64 p = 0; p < w; p++) row[p] = x[p];
+        for (i64 p = 0; p < w; p++) {
+            row[p] = x[p];
+            bt[p * m + (r - j1)] = x[p];
+        }
     }
 }
 
 // chol_trail updates the trailing matrix A22 −= L21·L21ᵀ, elements on or below the diagonal,
-// as kernels.MatMulAddF32(sub, lower).
-extern "C" __global__ void chol_trail(float *a, i64 k, i64 j0, i64 w) {
+// as kernels.MatMulAddF32(sub, lower); L21 is read from its transpose bt (chol_panel).
+// Consecutive threads take consecutive columns j of one row i.
+extern "C" __global__ void chol_trail(float *a, const float *bt, i64 k, i64 j0, i64 w) {
     i64 j1 = j0 + w, m = k - j1;
     i64 total = m * m;
     for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
         i64 i = e / m, j = e % m;
         if (j > i) continue;
-        const float *li = a + (j1 + i) * k + j0, *lj = a + (j1 + j) * k + j0;
         float c = a[(j1 + i) * k + j1 + j];
         for (i64 p0 = 0; p0 < w; p0 += GEMM_KC) {
             float t = 0;
-            for (i64 p = p0; p < min(w, p0 + GEMM_KC); p++) t = __fmaf_rn(-li[p], lj[p], t);
+            for (i64 p = p0; p < min(w, p0 + GEMM_KC); p++) t = __fmaf_rn(-bt[p * m + i], bt[p * m + j], t);
             c = __fadd_rn(c, t);
         }
         a[(j1 + i) * k + j1 + j] = c;
@@ -722,11 +726,15 @@ extern "C" __global__ void chol_unit_upper(float *n, u64 *flag, const float *a, 
     }
 }
 
-// gptq_perm copies the rows of w into processing order: wk[r][i] = w[r][perm[i]].
+// The working copies are column-major so that the threads of a warp (consecutive rows) touch
+// consecutive addresses: wk[i·rows + r] is row r's compensated weight in processing position i,
+// ek[(i−b0)·rows + r] its error in the current block.
+
+// gptq_perm copies the rows of w into processing order: wk[i][r] = w[r][perm[i]].
 extern "C" __global__ void gptq_perm(float *wk, const float *w, const i64 *perm, i64 rows, i64 k) {
     i64 total = rows * k;
     for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
-        i64 r = e / k, i = e % k;
+        i64 i = e / rows, r = e % rows;
         wk[e] = w[r * k + perm[i]];
     }
 }
@@ -737,45 +745,43 @@ extern "C" __global__ void gptq_perm(float *wk, const float *w, const i64 *perm,
 extern "C" __global__ void gptq_block(float *wk, float *ek, int8_t *lv, u64 *clipped, const float *w,
                                       const i64 *perm, const float *scales, const float *nn, i64 rows,
                                       i64 k, i64 b0, i64 b1, i64 g) {
-    i64 ng = k / g, nb = b1 - b0;
+    i64 ng = k / g;
     for (i64 r = blockIdx.x * (i64)blockDim.x + threadIdx.x; r < rows; r += (i64)gridDim.x * blockDim.x) {
-        float *row = wk + r * k;
         u64 cl = clipped[r];
         for (i64 i = b0; i < b1; i++) {
             i64 c = perm[i];
             float s = scales[r * ng + c / g];
             float q = 0;
             if (s != 0) {
-                float v = __fdiv_rn(row[i], s);
+                float v = __fdiv_rn(wk[i * rows + r], s);
                 if (v >= 7.5f || v < -8.5f) cl++;
                 q = level(v);
             }
             lv[r * k + c] = (int8_t)q;
             float e = __fsub_rn(w[r * k + c], __fmul_rn(q, s));
-            ek[r * nb + (i - b0)] = e;
+            ek[(i - b0) * rows + r] = e;
             if (e != 0) {
                 const float *ni = nn + i * k;
-                for (i64 j = i + 1; j < b1; j++) row[j] = __fmaf_rn(e, ni[j], row[j]);
+                for (i64 j = i + 1; j < b1; j++) wk[j * rows + r] = __fmaf_rn(e, ni[j], wk[j * rows + r]);
             }
         }
         clipped[r] = cl;
     }
 }
 
-// gptq_update spreads a block's errors over the later columns: wk[:, b1:] += ek·N[b0:b1, b1:]
-// (kernels.MatMulAddF32).
+// gptq_update spreads a block's errors over the later columns: wk[b1:][:] += (ek·N[b0:b1, b1:])ᵀ
+// (kernels.MatMulAddF32); consecutive threads take consecutive rows of one column.
 extern "C" __global__ void gptq_update(float *wk, const float *ek, const float *nn, i64 rows, i64 k, i64 b0, i64 b1) {
     i64 nb = b1 - b0, cols = k - b1, total = rows * cols;
     for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
-        i64 r = e / cols, j = b1 + e % cols;
-        const float *er = ek + r * nb;
-        float c = wk[r * k + j];
+        i64 r = e % rows, j = b1 + e / rows;
+        float c = wk[j * rows + r];
         for (i64 p0 = 0; p0 < nb; p0 += GEMM_KC) {
             float t = 0;
-            for (i64 p = p0; p < min(nb, p0 + GEMM_KC); p++) t = __fmaf_rn(er[p], nn[(b0 + p) * k + j], t);
+            for (i64 p = p0; p < min(nb, p0 + GEMM_KC); p++) t = __fmaf_rn(ek[p * rows + r], nn[(b0 + p) * k + j], t);
             c = __fadd_rn(c, t);
         }
-        wk[r * k + j] = c;
+        wk[j * rows + r] = c;
     }
 }
 

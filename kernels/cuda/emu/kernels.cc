@@ -57,8 +57,8 @@ extern "C" int emu_launch(int k, unsigned gx, unsigned gy, const A *args) {
         err_partial(P(double *, 0), P(i64 *, 1), P(const float *, 2), P(const float *, 3), (i64)args[4], (i64)args[5]);
         return 0;
     case 10: chol_diag(P(float *, 0), P(u64 *, 1), (i64)args[2], (i64)args[3], (i64)args[4]); return 0;
-    case 11: chol_panel(P(float *, 0), (i64)args[1], (i64)args[2], (i64)args[3]); return 0;
-    case 12: chol_trail(P(float *, 0), (i64)args[1], (i64)args[2], (i64)args[3]); return 0;
+    case 11: chol_panel(P(float *, 0), P(float *, 1), (i64)args[2], (i64)args[3], (i64)args[4]); return 0;
+    case 12: chol_trail(P(float *, 0), P(const float *, 1), (i64)args[2], (i64)args[3], (i64)args[4]); return 0;
     case 13: chol_unit_upper(P(float *, 0), P(u64 *, 1), P(const float *, 2), (i64)args[3]); return 0;
     case 14: gptq_perm(P(float *, 0), P(const float *, 1), P(const i64 *, 2), (i64)args[3], (i64)args[4]); return 0;
     case 15:

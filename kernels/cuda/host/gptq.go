@@ -27,9 +27,11 @@ func (o Ops) FactorUnitUpper(ctx context.Context, n, a []float32, k int) (ok boo
 		return false, err
 	}
 	flagAt := 4 * k * k
+	bt := roundUp(flagAt+8, 16) // device scratch: the solved panel, transposed
 	err = o.R.Run(Job{
 		Chunks: 1,
-		Sizes:  func(int) (int, int) { return 4 * k * k, flagAt + 8 },
+		Sizes:  func(int) (int, int) { return 4 * k * k, bt + 4*cholBlock*k },
+		Back:   func(int) int { return flagAt + 8 },
 		Stage:  func(_ int, in []byte) { copy(in, f32Bytes(a)) },
 		Launch: func(_ int, s Stream, din, dout uint64) error {
 			if err := s.Memset8(dout+uint64(flagAt), 0, 8); err != nil {
@@ -45,10 +47,10 @@ func (o Ops) FactorUnitUpper(ctx context.Context, n, a []float32, k int) (ok boo
 				if m == 0 {
 					break
 				}
-				if err := s.Launch(CholPanel, o.R.Grid(m, 128), 1, 128, din, uint64(k), uint64(j0), uint64(w)); err != nil {
+				if err := s.Launch(CholPanel, o.R.Grid(m, 128), 1, 128, din, dout+uint64(bt), uint64(k), uint64(j0), uint64(w)); err != nil {
 					return err
 				}
-				if err := s.Launch(CholTrail, o.R.Grid(m*m, 256), 1, 256, din, uint64(k), uint64(j0), uint64(w)); err != nil {
+				if err := s.Launch(CholTrail, o.R.Grid(m*m, 256), 1, 256, din, dout+uint64(bt), uint64(k), uint64(j0), uint64(w)); err != nil {
 					return err
 				}
 			}
@@ -69,7 +71,8 @@ func (o Ops) FactorUnitUpper(ctx context.Context, n, a []float32, k int) (ok boo
 // (rows×k, row-major) with the fixed group scales (rows × k/g float32), processing order perm,
 // factor nn (k×k) and column blocks of bs, writing the levels to packed (rows·k/2 bytes) and
 // returning the number of levels clipped. The bytes are the CPU's. All rows run at once, one
-// device thread per row for the columns of a block, one per element for the block's update.
+// device thread per row for the columns of a block, one per element for the block's update,
+// on column-major working copies (consecutive threads, consecutive rows).
 func (o Ops) QuantizeGPTQ(ctx context.Context, packed []byte, w []float32, rows, k int, perm []int, nn, scales []float32, g, bs int) (int64, error) {
 	if g <= 0 || k%g != 0 || k%8 != 0 || bs <= 0 || rows < 0 || len(w) != rows*k || len(scales) != rows*(k/g) ||
 		len(packed) != rows*k/2 || len(perm) != k || len(nn) != k*k {

@@ -52,7 +52,7 @@ var Names = [NumKernels]string{
 
 // Params are the kernels' parameter counts, indexed by Kernel; every parameter is 8 bytes wide.
 // Stream implementations refuse launches with another count.
-var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6, 5, 4, 4, 4, 5, 13, 7, 3, 11}
+var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6, 5, 5, 5, 4, 5, 13, 7, 3, 11}
 
 // CheckArgs reports a launch of k with the wrong number of arguments.
 func CheckArgs(k Kernel, args []uint64) error {
