@@ -79,7 +79,8 @@ set in use.`,
   pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
   pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18
   pdq convert /models/GLM-5-FP8 --out /shared/g5 --part 2/8    # on 8 machines, one part each
-  pdq convert /models/GLM-5-FP8 --out /shared/g5 --merge       # then once, after all 8`,
+  pdq convert /models/GLM-5-FP8 --out /shared/g5 --merge       # then once, after all 8
+  pdq-cuda convert /models/GLM-5 --out /data/g5 --device cuda:0,1  # GPUs 0 and 1 (pdq-cuda: make build-cuda)`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.out == "" {
