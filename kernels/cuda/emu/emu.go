@@ -4,9 +4,11 @@
 // buffer layouts, kernel arguments, result decoding) with the kernels of pdq.cu compiled as
 // C++ for the host (shim.h supplies the CUDA built-ins) instead of the GPU. Each kernel runs as
 // one thread over its whole grid. The parity suite on this backend checks the kernels'
-// arithmetic and the host code against kernels.CPU on a machine without a GPU. It does not
-// exercise the driver calls, streams and pinned staging, the parallel reduction of fp8_absmax
-// with more than one thread, or the hardware's arithmetic: those need gpucheck on a GPU.
+// arithmetic and the host code against kernels.CPU on a machine without a GPU; NewDevices
+// serves several emulated devices as one backend, as the CUDA backend serves a host's GPUs. It
+// does not exercise the driver calls, streams and pinned staging, the parallel reductions of
+// fp8_absmax and chol_diag with more than one thread, or the hardware's arithmetic: those need
+// gpucheck on a GPU.
 //
 // Build with CGO_ENABLED=1 and -tags cudaemu (needs a C++17 compiler); make test-cuda-emu.
 package emu
