@@ -29,6 +29,7 @@ type GPTQOptions struct {
 	BlockSize int     // columns per block; 0 means DefaultBlockSize
 	ActOrder  bool    // process columns by decreasing Hessian diagonal
 	Retries   int     // Cholesky retries with ten times the dampening; 0 means DefaultRetries, < 0 none
+	Device    Device  // when set, the factorization and the column loop run on it (same bytes)
 }
 
 func (o GPTQOptions) withDefaults() GPTQOptions {
@@ -66,6 +67,7 @@ type Factor struct {
 	// Tries is the number of factorizations attempted (1 when the first succeeded).
 	Tries int
 	block int
+	dev   Device
 }
 
 // cholBlock is the column block of the factorization: diagonal blocks are factorized
@@ -106,7 +108,7 @@ func Factorize(ctx context.Context, h []float64, k int, o GPTQOptions) (*Factor,
 	// T = R·L·R upper triangular (R reverses the order); N = T·diag(T)⁻¹.
 	a := make([]float32, k*k)
 	damp := o.Damp
-	f := &Factor{K: k, Perm: perm, block: o.BlockSize}
+	f := &Factor{K: k, Perm: perm, block: o.BlockSize, dev: o.Device}
 	for try := 0; try <= max(o.Retries, 0); try++ {
 		f.Tries = try + 1
 		lambda := damp * mean
@@ -117,11 +119,11 @@ func Factorize(ctx context.Context, h []float64, k int, o GPTQOptions) (*Factor,
 			}
 			a[i*k+i] = float32(h[pi*k+pi] + lambda)
 		}
-		ok, err := choleskyLower(ctx, a, k)
+		ok, err := factorUnitUpper(ctx, o.Device, a, k)
 		if err != nil {
 			return nil, err
 		}
-		if ok && reverseToUnitUpper(a, k) {
+		if ok {
 			f.N, f.Damp = a, damp
 			return f, nil
 		}
@@ -257,6 +259,9 @@ func (f *Factor) Quantize(ctx context.Context, packed []byte, w []float32, rows 
 	bs := f.block
 	if bs <= 0 {
 		bs = DefaultBlockSize
+	}
+	if f.dev != nil {
+		return f.dev.QuantizeGPTQ(ctx, packed, w, rows, k, f.Perm, f.N, scales, g, bs)
 	}
 	wk := make([]float32, min(rows, gptqRows)*k)
 	ek := make([]float32, min(rows, gptqRows)*bs)

@@ -372,6 +372,164 @@ INT4_KERNEL(int4_quant_g64, 64)
 INT4_KERNEL(int4_quant_any, 0)
 
 // ---------------------------------------------------------------------------------------------
+// (b2) Weighted INT4: kernels.CPU.QuantizeInt4Weighted (quantGroupWeighted, searchWeighted).
+
+// w_sums: kernels.wSums: Σw(x−q·s)², Σw·x·q, Σw·q² in the eight-lane order, q = level(x/s)
+// (div) or level(x·inv); products rounded one at a time: w·(d·d), (w·x)·q, (w·q)·q.
+__device__ __forceinline__ void w_sums(const float *x, const float *w, int g, float s, float inv, bool div,
+                                       float *e, float *xq, float *qq) {
+    float le[8], lx[8], lq[8];
+    for (int j = 0; j < 8; j++) le[j] = lx[j] = lq[j] = 0.0f;
+    for (int i = 0; i < g; i++) {
+        float v = x[i];
+        float q = level(div ? __fdiv_rn(v, s) : __fmul_rn(v, inv));
+        float d = __fsub_rn(v, __fmul_rn(q, s));
+        float wi = w[i];
+        le[i & 7] = __fadd_rn(le[i & 7], __fmul_rn(wi, __fmul_rn(d, d)));
+        lx[i & 7] = __fadd_rn(lx[i & 7], __fmul_rn(__fmul_rn(wi, v), q));
+        lq[i & 7] = __fadd_rn(lq[i & 7], __fmul_rn(__fmul_rn(wi, q), q));
+    }
+    *e = lanes(le);
+    *xq = lanes(lx);
+    *qq = lanes(lq);
+}
+
+// Weighted search state: the best error, scale, level form and its sums (searchWeighted's try).
+struct WBest {
+    float e, s, xq, qq;
+    bool div;
+};
+
+__device__ __forceinline__ bool w_try(WBest *b, const float *x, const float *w, int g, float s) {
+    float e, xq, qq;
+    w_sums(x, w, g, s, __fdiv_rn(1.0f, s), false, &e, &xq, &qq);
+    if (e < b->e) {
+        b->e = e;
+        b->s = s;
+        b->div = false;
+        b->xq = xq;
+        b->qq = qq;
+        return true;
+    }
+    return false;
+}
+
+// int4_quant_weighted: one group per thread, column weights d (one per column, gpr groups per
+// row). mode as int4_quant; cand = Pos, Neg, WPos; wmode = len(WPos) | WFineN << 16 |
+// bits(WFine) << 32.
+extern "C" __global__ void int4_quant_weighted(uint32_t *packed, uint16_t *scales, GroupStats *stats, u64 *bad,
+                                               const float *src, i64 shape, u64 mode, const float *cand,
+                                               const float *d, u64 wmode, i64 gpr) {
+    i64 groups = shape & ((1ll << 40) - 1);
+    int g = (int)(shape >> 40);
+    int npos = (int)((mode >> 32) & 0xffff), nneg = (int)((mode >> 48) & 0xffff);
+    bool sgn = ((mode >> 8) & 0xff) != 0;
+    int refine = (int)((mode >> 16) & 0xffff);
+    int nw = (int)(wmode & 0xffff), nfine = (int)((wmode >> 16) & 0xffff);
+    float wfine = __uint_as_float((uint32_t)(wmode >> 32));
+    const float *pos = cand, *neg = cand + npos, *wpos = cand + npos + nneg;
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < groups; k += (i64)gridDim.x * blockDim.x) {
+        const float *x = src + k * (i64)g;
+        const float *w = d + (k % gpr) * (i64)g;
+        uint32_t *dst = packed + k * (i64)(g / 8);
+        uint32_t ab = 0;
+        for (int i = 0; i < g; i++) ab = max(ab, __float_as_uint(x[i]) & 0x7fffffffu);
+        if (ab >= 0x7f800000u) {
+            for (int i = 0; i < g; i++) {
+                if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) {
+                    atomicMin(bad, (u64)(k * (i64)g + i));
+                    break;
+                }
+            }
+            continue;
+        }
+        float a = __uint_as_float(ab);
+        float sR = round_bf16(__fdiv_rn(a, 7.5f));
+        GroupStats st;
+        float s = sR;
+        if (sR == 0.0f) {
+            float ls[8];
+            for (int j = 0; j < 8; j++) ls[j] = 0.0f;
+            for (int i = 0; i < g; i++) ls[i & 7] = __fadd_rn(ls[i & 7], __fmul_rn(x[i], x[i]));
+            for (int i = 0; i < g; i += 8) dst[i / 8] = 0x88888888u;
+            float ss = lanes(ls);
+            st.sum_sq = st.err = st.rtn_err = ss;
+            st.clipped = 0;
+            s = 0.0f;
+        } else {
+            bool searched = (mode & 0xff) == 1 && a >= 0x1p-64f;
+            WBest b;
+            b.s = sR;
+            b.div = true;
+            if (searched) {
+                w_sums(x, w, g, sR, 0.0f, true, &b.e, &b.xq, &b.qq);
+                float prev = 0.0f;
+                bool uniform = true;
+                for (int i = 1; i < g; i++) uniform = uniform && w[i] == w[0];
+                if (uniform || nw == 0) {
+                    for (int j = 0; j < npos; j++) {
+                        float c = round_bf16(__fmul_rn(a, pos[j]));
+                        if (c == prev || c == sR) continue;
+                        prev = c;
+                        w_try(&b, x, w, g, c);
+                    }
+                } else {
+                    float kBest = 1.0f / 7.5f;
+                    for (int j = 0; j < nw; j++) {
+                        float c = round_bf16(__fmul_rn(a, wpos[j]));
+                        if (c == prev || c == sR) continue;
+                        prev = c;
+                        if (w_try(&b, x, w, g, c)) kBest = wpos[j];
+                    }
+                    for (int i = 1; i <= nfine; i++) {
+                        float step = __fmul_rn((float)i, wfine);
+                        float ks[2] = {__fsub_rn(kBest, step), __fadd_rn(kBest, step)};
+                        for (int t = 0; t < 2; t++) {
+                            float c = round_bf16(__fmul_rn(a, ks[t]));
+                            if (c > 0.0f && c != b.s && c != sR) w_try(&b, x, w, g, c);
+                        }
+                    }
+                }
+                if (sgn && nneg > 0) {
+                    float ext = a;
+                    for (int i = 0; i < g; i++) {
+                        if (x[i] == a || x[i] == -a) {
+                            ext = x[i];
+                            break;
+                        }
+                    }
+                    float sign = ext > 0.0f ? -1.0f : 1.0f;
+                    prev = 0.0f;
+                    for (int j = 0; j < nneg; j++) {
+                        float c = round_bf16(__fmul_rn(a, neg[j]));
+                        if (c == prev) continue;
+                        prev = c;
+                        w_try(&b, x, w, g, __fmul_rn(sign, c));
+                    }
+                }
+                for (int it = 0; it < refine; it++) {
+                    if (b.qq == 0.0f) break;
+                    float c = round_bf16(__fdiv_rn(b.xq, b.qq));
+                    if (c == b.s || c == 0.0f || (!sgn && c < 0.0f)) break;
+                    if (!w_try(&b, x, w, g, c)) break;
+                }
+            }
+            s = b.s;
+            st = pack<0>(dst, x, g, s, b.div);
+            if (!searched || b.div) {
+                st.rtn_err = st.err;
+            } else {
+                float e, d1, d2;
+                err_sums<0>(x, g, sR, 0.0f, true, false, &e, &d1, &d2);
+                st.rtn_err = e;
+            }
+        }
+        scales[k] = f32_to_bf16(s);
+        stats[k] = st;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // (c) FP8 e4m3 128x128 block quantization: kernels.CPU.QuantizeFP8Block.
 
 // fp8_absmax: one thread block per 128x128 block (grid: block columns x block rows) computes
@@ -459,5 +617,177 @@ extern "C" __global__ void err_partial(double *out, i64 *idx, const float *ref, 
         o[4] = sgg;
         o[5] = mx;
         idx[k] = mi;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (e) GPTQ (calib/gptq.go): the Cholesky factorization of the reversed, dampened Hessian, its
+// turn into the unit upper N, and the column loop. Matrix products follow kernels.MatMulAddF32:
+// each element of C is updated once per block of 128 inner indices, C += t (float32), where t
+// starts at 0 and accumulates a·b in index order with fused multiply-adds rounded once to
+// float32 (__fmaf_rn, the Go fma32); AxpyF32 is y = fma32(a, x, y). The diagonal blocks of the
+// factorization sum in float64 as the Go loop does (the float32 products are exact in float64).
+// flag is set to 1 when the matrix is not numerically positive definite (or N not finite).
+
+#define GEMM_KC 128
+
+// chol_diag factorizes the diagonal block [j0, j0+w) of the k×k matrix a (row-major float32,
+// lower triangle) in place: one thread block; column after column, the rows below in parallel.
+extern "C" __global__ void chol_diag(float *a, u64 *flag, i64 k, i64 j0, i64 w) {
+    __shared__ double l;
+    __shared__ int fail;
+    i64 j1 = j0 + w;
+    for (i64 c = j0; c < j1; c++) {
+        if (threadIdx.x == 0) {
+            double d = (double)a[c * k + c];
+            for (i64 p = j0; p < c; p++) {
+                double x = (double)a[c * k + p];
+                d = __dsub_rn(d, __dmul_rn(x, x));
+            }
+            fail = !(d > 0) || isinf(d);
+            if (fail) {
+                *flag = 1;
+            } else {
+                l = __dsqrt_rn(d);
+                a[c * k + c] = (float)l;
+            }
+        }
+        __syncthreads();
+        if (fail) return;
+        for (i64 r = c + 1 + threadIdx.x; r < j1; r += blockDim.x) {
+            double s = (double)a[r * k + c];
+            for (i64 p = j0; p < c; p++) {
+                s = __dsub_rn(s, __dmul_rn((double)a[r * k + p], (double)a[c * k + p]));
+            }
+            a[r * k + c] = (float)__ddiv_rn(s, l);
+        }
+        __syncthreads();
+    }
+}
+
+// chol_panel solves the panel below the diagonal block: for each row r ≥ j0+w, its columns
+// [j0, j0+w) as x: x_p /= L_pp, then x_c = fma32(-L_cp, x_p, x_c) for c > p, in p order. The
+// solved panel also goes to bt transposed (w × m, m = k−j0−w), for coalesced reads in chol_trail.
+extern "C" __global__ void chol_panel(float *a, float *bt, i64 k, i64 j0, i64 w) {
+    float x[GEMM_KC];
+    i64 j1 = j0 + w, m = k - j1;
+    for (i64 r = j1 + blockIdx.x * (i64)blockDim.x + threadIdx.x; r < k; r += (i64)gridDim.x * blockDim.x) {
+        float *row = a + r * k + j0;
+        for (i64 p = 0; p < w; p++) x[p] = row[p];
+        for (i64 p = 0; p < w; p++) {
+            x[p] = __fdiv_rn(x[p], a[(j0 + p) * k + j0 + p]);
+            for (i64 c = p + 1; c < w; c++) {
+                x[c] = __fmaf_rn(-a[(j0 + c) * k + j0 + p], x[p], x[c]);
+            }
+        }
+        for (i64 p = 0; p < w; p++) {
+            row[p] = x[p];
+            bt[p * m + (r - j1)] = x[p];
+        }
+    }
+}
+
+// chol_trail updates the trailing matrix A22 −= L21·L21ᵀ, elements on or below the diagonal,
+// as kernels.MatMulAddF32(sub, lower); L21 is read from its transpose bt (chol_panel).
+// Consecutive threads take consecutive columns j of one row i.
+extern "C" __global__ void chol_trail(float *a, const float *bt, i64 k, i64 j0, i64 w) {
+    i64 j1 = j0 + w, m = k - j1;
+    i64 total = m * m;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 i = e / m, j = e % m;
+        if (j > i) continue;
+        float c = a[(j1 + i) * k + j1 + j];
+        for (i64 p0 = 0; p0 < w; p0 += GEMM_KC) {
+            float t = 0;
+            for (i64 p = p0; p < min(w, p0 + GEMM_KC); p++) t = __fmaf_rn(-bt[p * m + i], bt[p * m + j], t);
+            c = __fadd_rn(c, t);
+        }
+        a[(j1 + i) * k + j1 + j] = c;
+    }
+}
+
+// chol_unit_upper writes N (k×k, unit upper triangular, processing order) from the factor L of
+// the reversed matrix: T[i][j] = L[k-1-i][k-1-j], N[i][j] = T[i][j]/T[j][j] (reverseToUnitUpper).
+extern "C" __global__ void chol_unit_upper(float *n, u64 *flag, const float *a, i64 k) {
+    i64 total = k * k;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 i = e / k, j = e % k;
+        float v = 0;
+        if (j == i) {
+            float d = a[(k - 1 - i) * k + (k - 1 - i)];
+            if (!(d > 0) || isinf(d)) *flag = 1;
+            v = 1;
+        } else if (j > i) {
+            float d = a[(k - 1 - j) * k + (k - 1 - j)];
+            v = __fdiv_rn(a[(k - 1 - i) * k + (k - 1 - j)], d);
+            if (isnan(v) || isinf(v)) *flag = 1;
+        }
+        n[e] = v;
+    }
+}
+
+// The working copies are column-major so that the threads of a warp (consecutive rows) touch
+// consecutive addresses: wk[i·rows + r] is row r's compensated weight in processing position i,
+// ek[(i−b0)·rows + r] its error in the current block.
+
+// gptq_perm copies the rows of w into processing order: wk[i][r] = w[r][perm[i]].
+extern "C" __global__ void gptq_perm(float *wk, const float *w, const i64 *perm, i64 rows, i64 k) {
+    i64 total = rows * k;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 i = e / rows, r = e % rows;
+        wk[e] = w[r * k + perm[i]];
+    }
+}
+
+// gptq_block quantizes columns [b0, b1) of every row (one thread per row), column after column:
+// level of w'/s, the error w − q·s into ek, and its spread over the block's later columns
+// (Factor.chunk). clipped[r] counts the row's levels outside [-8, 7].
+extern "C" __global__ void gptq_block(float *wk, float *ek, int8_t *lv, u64 *clipped, const float *w,
+                                      const i64 *perm, const float *scales, const float *nn, i64 rows,
+                                      i64 k, i64 b0, i64 b1, i64 g) {
+    i64 ng = k / g;
+    for (i64 r = blockIdx.x * (i64)blockDim.x + threadIdx.x; r < rows; r += (i64)gridDim.x * blockDim.x) {
+        u64 cl = clipped[r];
+        for (i64 i = b0; i < b1; i++) {
+            i64 c = perm[i];
+            float s = scales[r * ng + c / g];
+            float q = 0;
+            if (s != 0) {
+                float v = __fdiv_rn(wk[i * rows + r], s);
+                if (v >= 7.5f || v < -8.5f) cl++;
+                q = level(v);
+            }
+            lv[r * k + c] = (int8_t)q;
+            float e = __fsub_rn(w[r * k + c], __fmul_rn(q, s));
+            ek[(i - b0) * rows + r] = e;
+            if (e != 0) {
+                const float *ni = nn + i * k;
+                for (i64 j = i + 1; j < b1; j++) wk[j * rows + r] = __fmaf_rn(e, ni[j], wk[j * rows + r]);
+            }
+        }
+        clipped[r] = cl;
+    }
+}
+
+// gptq_update spreads a block's errors over the later columns: wk[b1:][:] += (ek·N[b0:b1, b1:])ᵀ
+// (kernels.MatMulAddF32); consecutive threads take consecutive rows of one column.
+extern "C" __global__ void gptq_update(float *wk, const float *ek, const float *nn, i64 rows, i64 k, i64 b0, i64 b1) {
+    i64 nb = b1 - b0, cols = k - b1, total = rows * cols;
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+        i64 r = e % rows, j = b1 + e / rows;
+        float c = wk[j * rows + r];
+        for (i64 p0 = 0; p0 < nb; p0 += GEMM_KC) {
+            float t = 0;
+            for (i64 p = p0; p < min(nb, p0 + GEMM_KC); p++) t = __fmaf_rn(ek[p * rows + r], nn[(b0 + p) * k + j], t);
+            c = __fadd_rn(c, t);
+        }
+        wk[j * rows + r] = c;
+    }
+}
+
+// gptq_pack writes levels in [-8, 7] as nibbles q+8, two per byte, low nibble first.
+extern "C" __global__ void gptq_pack(uint8_t *packed, const int8_t *lv, i64 bytes) {
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < bytes; i += (i64)gridDim.x * blockDim.x) {
+        packed[i] = (uint8_t)((lv[2 * i] + 8) | ((lv[2 * i + 1] + 8) << 4));
     }
 }

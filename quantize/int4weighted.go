@@ -8,10 +8,16 @@ import (
 	"pdq/kernels"
 )
 
+// WeightedBackend is a backend with kernels.CPU.QuantizeInt4Weighted's bytes (the CUDA
+// backend); QuantizeInt4Weighted uses it when opt.Backend is one, else the CPU.
+type WeightedBackend interface {
+	QuantizeInt4Weighted(out kernels.Int4Out, src []float32, rows, cols int, p *kernels.Int4Params, d []float32) error
+}
+
 // QuantizeInt4Weighted is QuantizeInt4 with the scale search minimising the activation-weighted
 // error Σ_j d_j·(w_j − ŵ_j)² of every group, d holding one weight per column (cols values,
-// finite and non-negative: the calibration E[x_j²] of input feature j). The search runs on the
-// CPU backend whatever opt.Backend says (only it implements the weighted loops). The result's
+// finite and non-negative: the calibration E[x_j²] of input feature j). The search runs on
+// opt.Backend when it is a WeightedBackend (same bytes), else on the CPU. The result's
 // error sums stay unweighted; WeightedSums measures the weighted ones. Like QuantizeInt4 the
 // output is byte-identical for every Workers value and row ranges quantize independently.
 func QuantizeInt4Weighted(ctx context.Context, w []float32, rows, cols int, opt Int4Options, d []float32) (*Int4Result, error) {
@@ -26,11 +32,15 @@ func QuantizeInt4Weighted(ctx context.Context, w []float32, rows, cols int, opt 
 		}
 		return nil
 	}
-	be := kernels.CPU{}
+	var be kernels.Backend = kernels.CPU{}
+	weighted := kernels.CPU{}.QuantizeInt4Weighted
+	if wb, ok := opt.Backend.(WeightedBackend); ok {
+		be, weighted = opt.Backend, wb.QuantizeInt4Weighted
+	}
 	res := new(Int4Result)
 	err := quantizeInt4Rows(ctx, res, w, rows, cols, opt, checkWeights, be, chunkElems/max(cols, 1),
 		func(out kernels.Int4Out, src []float32, n int, p *kernels.Int4Params) error {
-			return be.QuantizeInt4Weighted(out, src, n, cols, p, d)
+			return weighted(out, src, n, cols, p, d)
 		})
 	if err != nil {
 		return nil, err

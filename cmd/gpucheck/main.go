@@ -1,9 +1,10 @@
 //go:build cuda
 
 // Command gpucheck checks and measures the CUDA backend on a GPU machine: it runs the parity
-// suite against the CPU backend on fresh random data, measures the device-to-device copy
-// bandwidth with cuMemcpyDtoD, then times every kernel on device-resident arrays (CUDA events,
-// warm-up, median of many runs) and prints each kernel's throughput beside that bandwidth.
+// suites (kernels, fused pass, GPTQ) against the CPU backend on fresh random data on every
+// visible GPU, measures the device-to-device copy bandwidth with cuMemcpyDtoD, times every
+// kernel on device-resident arrays (CUDA events, warm-up, median of many runs) beside that
+// bandwidth, the fused pass end to end, and GPTQ of a 2048×6144 expert on the CPU and the device.
 // It exits with status 1 when any parity case fails. scripts/gpu-check.sh runs it, then times
 // a whole conversion on the GPU against the CPU.
 package main
@@ -21,6 +22,7 @@ import (
 	"gorgonia.org/cu"
 
 	"pdq/kernels/cuda"
+	"pdq/kernels/cuda/host"
 	"pdq/kernels/cuda/parity"
 )
 
@@ -40,31 +42,42 @@ func main() {
 }
 
 func run(w io.Writer, benchGiB float64, runs int, seed uint64, only string, noBench bool) error {
-	b, err := cuda.New(0)
+	all, err := cuda.Open(nil)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	fmt.Fprintf(w, "device: %s (driver API %d)\n", b.DeviceName(), cu.Version())
+	defer all.Close()
+	fmt.Fprintf(w, "devices: %s (driver API %d)\n", all.DeviceName(), cu.Version())
 	match, err := regexp.Compile(only)
 	if err != nil {
 		return fmt.Errorf("-run: %w", err)
 	}
-	if err := parityRun(w, b, seed, match); err != nil {
+	if err := parityRun(w, all, seed, match); err != nil {
 		return err
 	}
 	if noBench {
 		return nil
 	}
-	return bench(w, b, int64(benchGiB*(1<<30)/4), runs, seed)
+	b, err := cuda.New(0)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := bench(w, b, int64(benchGiB*(1<<30)/4), runs, seed); err != nil {
+		return err
+	}
+	if err := fusedBench(w, all, benchGiB, seed); err != nil {
+		return err
+	}
+	return gptqBench(w, all, 2048, 6144, seed)
 }
 
 // parityRun runs the suite and reports every failure; it fails when one case did.
-func parityRun(w io.Writer, b *cuda.Backend, seed uint64, match *regexp.Regexp) error {
+func parityRun(w io.Writer, b *cuda.Multi, seed uint64, match *regexp.Regexp) error {
 	fmt.Fprintf(w, "parity: seed %d (-seed %d repeats it)\n", seed, seed)
 	start := time.Now()
 	failed, ran := 0, 0
-	for i, c := range parity.ParityCases() {
+	for i, c := range append(parity.ParityCases(), host.FusedCases()...) {
 		if !match.MatchString(c.Name) {
 			continue
 		}
@@ -74,7 +87,7 @@ func parityRun(w io.Writer, b *cuda.Backend, seed uint64, match *regexp.Regexp) 
 			fmt.Fprintf(w, "  FAIL %s: %v\n", c.Name, err)
 		}
 	}
-	fmt.Fprintf(w, "parity: %d cases, %d failed (%.1fs)\n", ran, failed, time.Since(start).Seconds())
+	fmt.Fprintf(w, "parity: %d cases, %d failed (%.1fs), calls per device %v\n", ran, failed, time.Since(start).Seconds(), b.Served())
 	if failed > 0 {
 		return fmt.Errorf("%d of %d parity cases failed", failed, ran)
 	}

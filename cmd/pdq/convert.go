@@ -79,7 +79,8 @@ set in use.`,
   pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
   pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18
   pdq convert /models/GLM-5-FP8 --out /shared/g5 --part 2/8    # on 8 machines, one part each
-  pdq convert /models/GLM-5-FP8 --out /shared/g5 --merge       # then once, after all 8`,
+  pdq convert /models/GLM-5-FP8 --out /shared/g5 --merge       # then once, after all 8
+  pdq-cuda convert /models/GLM-5 --out /data/g5 --device cuda:0,1  # GPUs 0 and 1 (pdq-cuda: make build-cuda)`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.out == "" {
@@ -108,7 +109,7 @@ set in use.`,
 	fl.BoolVar(&o.asJSON, "json", false, "print a JSON summary (the report without the per-tensor rows)")
 	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any INT4 tensor's SQNR (dB) is below this")
 	o.split.add(fl)
-	fl.StringVar(&o.device, "device", "auto", "compute device: auto, cpu or cuda (cuda needs a build with -tags cuda)")
+	fl.StringVar(&o.device, "device", "auto", "compute device: auto (every GPU when there is one, else the CPU), cpu, cuda (every GPU; CUDA_VISIBLE_DEVICES applies) or cuda:0,3 (some); GPUs need a build with make build-cuda")
 	return cmd
 }
 

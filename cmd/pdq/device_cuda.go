@@ -10,37 +10,26 @@ import (
 	"pdq/kernels/cuda"
 )
 
-// pickBackend chooses the compute backend: cuda (device 0), cpu, or auto, which takes the GPU
-// when the driver reports one and the CPU otherwise. It returns the device name recorded in the
-// report. Note that this build cannot start at all without libcuda.so.1 and a working driver
-// (gorgonia.org/cu initializes it when the program loads); use the pure-Go build elsewhere.
+// pickBackend chooses the compute backend: cpu; cuda, every visible GPU (CUDA_VISIBLE_DEVICES
+// applies); cuda:0,3, those; or auto, which takes every GPU when the driver reports one and
+// the CPU otherwise, saying so in one line. The binary starts without a driver (the driver is
+// loaded when first used), so auto serves machines with and without GPUs. It returns the
+// device name recorded in the report.
 func pickBackend(device string) (kernels.Backend, string, error) {
-	switch device {
-	case "cpu":
-		return nil, "cpu", nil
-	case "", "auto", "cuda":
-	default:
-		return nil, "", usagef("--device %q: want auto, cpu or cuda", device)
-	}
-	b, err := openGPU()
+	d, err := parseDevice(device)
 	if err != nil {
-		if device == "cuda" {
-			return nil, "", fmt.Errorf("--device cuda: %w", err)
+		return nil, "", err
+	}
+	if d.kind == "cpu" {
+		return nil, "cpu", nil
+	}
+	b, err := cuda.Open(d.ordinals)
+	if err != nil {
+		if d.kind == "cuda" {
+			return nil, "", fmt.Errorf("--device %s: %w (use --device auto or cpu on a machine without a usable GPU)", device, err)
 		}
 		slog.Warn("no usable GPU, converting on the CPU", "err", err)
 		return nil, "cpu", nil
 	}
 	return b, b.DeviceName(), nil
-}
-
-// openGPU opens device 0; the backend lives as long as the process.
-func openGPU() (*cuda.Backend, error) {
-	n, err := cuda.Devices()
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return nil, cuda.ErrNoDevice
-	}
-	return cuda.New(0)
 }

@@ -8,9 +8,10 @@
 // that alternate between two streams, so that copies in, kernels and copies out overlap; a
 // Backend holds several such stream pairs and serves that many calls at once.
 //
-// Importing this package (anything built with the cuda tag) makes the binary need libcuda.so.1
-// and a working GPU to start: gorgonia.org/cu initializes the driver in its package init and
-// exits the process when that fails.
+// The driver is loaded when first used (package kernels/cuda/libcuda): a binary built with the
+// cuda tag starts on machines without libcuda.so.1 or a GPU, where Devices and New report an
+// error wrapping libcuda.ErrNoDriver or libcuda.ErrInit. Open serves several GPUs as one
+// kernels.Backend.
 package cuda
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	"pdq/kernels"
 	"pdq/kernels/cuda/host"
+	"pdq/kernels/cuda/libcuda"
 	"pdq/safetensors"
 )
 
@@ -92,8 +94,12 @@ func (d *devBuf) free() {
 	d.p, d.n = 0, 0
 }
 
-// Devices returns the number of CUDA devices the driver sees.
+// Devices returns the number of CUDA devices the driver sees (after CUDA_VISIBLE_DEVICES), or
+// the loader's error when there is no usable driver.
 func Devices() (int, error) {
+	if err := libcuda.Status(); err != nil {
+		return 0, err
+	}
 	n, err := cu.NumDevices()
 	if err != nil {
 		return 0, fmt.Errorf("cuda: count devices: %w", err)

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -201,6 +202,37 @@ func (b *Backend) TimeKernels(n int64, runs int, seed uint64) ([]Timing, error) 
 			return st.Launch(kern, b.Grid(int(groups), 128), 1, 128, uint64(out), uint64(aux),
 				uint64(aux)+uint64(2*groups), uint64(cand), uint64(src), host.Int4Shape(int(groups), c.g),
 				mode, uint64(cand)+4)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	// The weighted search (calibration): log-normal column weights.
+	{
+		p, err := kernels.NewInt4Params(32, kernels.SearchMSE, false)
+		if err != nil {
+			return nil, err
+		}
+		cs := append(append(append([]float32{0}, p.Pos...), p.Neg...), p.WPos...)
+		if err := cu.MemcpyHtoD(cand, unsafe.Pointer(&cs[0]), int64(4*len(cs))); err != nil {
+			return nil, err
+		}
+		d := make([]float32, cols)
+		for j := range d {
+			d[j] = float32(math.Exp(1.5 * rng.NormFloat64()))
+		}
+		dw, err := alloc(4 * cols)
+		if err != nil {
+			return nil, err
+		}
+		if err := cu.MemcpyHtoD(dw, unsafe.Pointer(&d[0]), 4*cols); err != nil {
+			return nil, err
+		}
+		groups := n / 32
+		moved := 4*n + n/2 + groups*(2+int64(host.StatsSize))
+		if err := add("int4 weighted g32", 4*n, moved, func() error {
+			return st.Launch(host.Int4Weighted, b.Grid(int(groups), 128), 1, 128, uint64(out), uint64(aux),
+				uint64(aux)+uint64(2*groups), uint64(cand), uint64(src), host.Int4Shape(int(groups), 32),
+				host.Int4Mode(&p), uint64(cand)+4, uint64(dw), host.Int4WMode(&p), uint64(cols/32))
 		}); err != nil {
 			return nil, err
 		}

@@ -5,18 +5,20 @@ package cuda
 import (
 	"math/rand/v2"
 	"os"
-	"pdq/kernels"
-	"pdq/kernels/cuda/parity"
 	"strconv"
 	"testing"
 	"time"
+
+	"pdq/kernels"
+	"pdq/kernels/cuda/host"
+	"pdq/kernels/cuda/parity"
 )
 
-// TestParity runs the parity suite against kernels.CPU. It needs a GPU: the test binary cannot
-// start without one (gorgonia.org/cu initializes the driver when the package loads). The seed
-// is fresh each run and logged; PDQ_SEED=<n> repeats a run.
+// TestParity runs the parity suite and the fused pass's cases against kernels.CPU on every
+// visible GPU (calls dealt round them). Without a usable driver or GPU it fails: this test is
+// for GPU machines. The seed is fresh each run and logged; PDQ_SEED=<n> repeats a run.
 func TestParity(t *testing.T) {
-	b, err := New(0)
+	b, err := Open(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,13 +32,14 @@ func TestParity(t *testing.T) {
 		seed = s
 	}
 	t.Logf("device %s, seed %d (PDQ_SEED=%d repeats it)", b.DeviceName(), seed, seed)
-	for i, c := range parity.ParityCases() {
+	for i, c := range append(parity.ParityCases(), host.FusedCases()...) {
 		t.Run(c.Name, func(t *testing.T) {
 			if err := c.Run(b, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
+	t.Logf("calls served per device: %v", b.Served())
 }
 
 // BenchmarkQuantizeInt4 measures one 16 MiB slab (the conversion's slab size) end to end,

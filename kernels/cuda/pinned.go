@@ -3,7 +3,6 @@
 package cuda
 
 /*
-#cgo LDFLAGS: -lcuda
 #include <cuda.h>
 
 static CUresult pdqAllocHost(void **p, size_t n) { return cuMemAllocHost(p, n); }

@@ -50,11 +50,12 @@ func (b *Backend) Run(j host.Job) error {
 			return err
 		}
 		in, out := j.Sizes(i)
+		back := j.BackBytes(i, out)
 		set := &sl.sets[k]
 		s := sl.streams[k]
 		err := set.hin.ensure(in)
 		if err == nil {
-			err = set.hout.ensure(out)
+			err = set.hout.ensure(back)
 		}
 		if err == nil {
 			err = set.din.ensure(in)
@@ -73,15 +74,15 @@ func (b *Backend) Run(j host.Job) error {
 		if err == nil {
 			err = j.Launch(i, stream{b, s}, uint64(set.din.p), uint64(set.dout.p))
 		}
-		if err == nil && out > 0 {
-			err = cu.MemcpyDtoHAsync(set.hout.p, set.dout.p, int64(out), s)
+		if err == nil && back > 0 {
+			err = cu.MemcpyDtoHAsync(set.hout.p, set.dout.p, int64(back), s)
 		}
 		if err != nil {
 			_ = s.Synchronize()
 			_ = drainAll(i + 1)
 			return fmt.Errorf("cuda: chunk %d: %w", i, err)
 		}
-		pending[k], outLen[k] = i, out
+		pending[k], outLen[k] = i, back
 	}
 	return drainAll(j.Chunks)
 }

@@ -433,7 +433,7 @@ func (wk *worker) factor(ctx context.Context, st *calib.Stats, e *calib.Entry) (
 		if err != nil {
 			return nil, err
 		}
-		return calib.Factorize(ctx, h, e.K, wk.r.plan.Options.gptqOptions())
+		return calib.Factorize(ctx, h, e.K, wk.gptqOptions())
 	})
 }
 

@@ -4,9 +4,11 @@
 // buffer layouts, kernel arguments, result decoding) with the kernels of pdq.cu compiled as
 // C++ for the host (shim.h supplies the CUDA built-ins) instead of the GPU. Each kernel runs as
 // one thread over its whole grid. The parity suite on this backend checks the kernels'
-// arithmetic and the host code against kernels.CPU on a machine without a GPU. It does not
-// exercise the driver calls, streams and pinned staging, the parallel reduction of fp8_absmax
-// with more than one thread, or the hardware's arithmetic: those need gpucheck on a GPU.
+// arithmetic and the host code against kernels.CPU on a machine without a GPU; NewDevices
+// serves several emulated devices as one backend, as the CUDA backend serves a host's GPUs. It
+// does not exercise the driver calls, streams and pinned staging, the parallel reductions of
+// fp8_absmax and chol_diag with more than one thread, or the hardware's arithmetic: those need
+// gpucheck on a GPU.
 //
 // Build with CGO_ENABLED=1 and -tags cudaemu (needs a C++17 compiler); make test-cuda-emu.
 package emu
@@ -30,14 +32,14 @@ import (
 	"pdq/safetensors"
 )
 
-// Backend is the CUDA backend's host code on the emulated kernels. Calls are serialized (the
-// kernels share the shim's launch state). The zero value is not usable: call New.
+// Backend is the CUDA backend's host code on one emulated device. The zero value is not usable:
+// call New.
 type Backend struct {
 	host.Ops
 	r *runner
 }
 
-// New returns an emulated backend; Close frees its buffers.
+// New returns an emulated device; Close frees its buffers.
 func New() *Backend {
 	r := &runner{}
 	var table [256]float32
@@ -54,11 +56,42 @@ func (*Backend) Name() string { return "cuda-emu" }
 
 // Close frees the buffers.
 func (b *Backend) Close() {
-	b.r.mu.Lock()
-	defer b.r.mu.Unlock()
+	launchMu.Lock()
+	defer launchMu.Unlock()
 	b.r.in.free()
 	b.r.out.free()
 	b.r.table.free()
+}
+
+// Devices is n emulated devices served as one backend by host.Pool, as the CUDA backend serves
+// the GPUs of a host: each device has its own buffers and its own e4m3 table.
+type Devices struct {
+	*host.Pool
+	devs []*Backend
+}
+
+// NewDevices returns n emulated devices (n ≥ 1), each taking up to slots calls at once.
+func NewDevices(n, slots int) (*Devices, error) {
+	d := &Devices{}
+	ops := make([]host.Ops, n)
+	for i := range n {
+		b := New()
+		d.devs = append(d.devs, b)
+		ops[i] = b.Ops
+	}
+	p, err := host.NewPool(slots, ops...)
+	if err != nil {
+		return nil, err
+	}
+	d.Pool = p
+	return d, nil
+}
+
+// Close frees every device's buffers.
+func (d *Devices) Close() {
+	for _, b := range d.devs {
+		b.Close()
+	}
 }
 
 // SourceSHA256 returns the hex SHA-256 of the pdq.cu this package was compiled from, or
@@ -90,20 +123,21 @@ func (c *cbuf) bytes(n int) []byte { return unsafe.Slice((*byte)(c.p), c.n)[:n] 
 
 func (c *cbuf) addr() uint64 { return uint64(uintptr(c.p)) }
 
+// launchMu serializes the emulated devices: the kernels share the shim's launch state.
+var launchMu sync.Mutex
+
 // runner implements host.Runner: chunks run one after the other; the input and the output
 // buffers are shared by all chunks, as a device buffer set is, and the output is poisoned
 // before each chunk so that a kernel that leaves bytes unwritten is caught.
 type runner struct {
-	mu           sync.Mutex
-	in, out      cbuf
-	table        cbuf
-	launchFailed error
+	in, out cbuf
+	table   cbuf
 }
 
 // Run implements host.Runner.
 func (r *runner) Run(j host.Job) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	launchMu.Lock()
+	defer launchMu.Unlock()
 	for i := range j.Chunks {
 		in, out := j.Sizes(i)
 		r.in.ensure(in)
@@ -116,7 +150,7 @@ func (r *runner) Run(j host.Job) error {
 		if err := j.Launch(i, stream{}, r.in.addr(), r.out.addr()); err != nil {
 			return err
 		}
-		if err := j.Finish(i, r.out.bytes(out)); err != nil {
+		if err := j.Finish(i, r.out.bytes(j.BackBytes(i, out))); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 	"pdq/kernels/cuda/parity"
 )
 
-// TestParity runs the parity suite on the host-compiled CUDA kernels. The seed is fresh each
+// TestParity runs the parity suite on the host-compiled CUDA kernels, on one emulated device
+// and on three served as one backend (calls dealt round the devices). The seed is fresh each
 // run and logged; PDQ_SEED=<n> repeats a run.
 func TestParity(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
@@ -31,12 +33,24 @@ func TestParity(t *testing.T) {
 		t.Fatalf("the emulated kernels were compiled from pdq.cu %s, the file is %s: run make test-cuda-emu", SourceSHA256(), sum)
 	}
 	t.Logf("seed %d (PDQ_SEED=%d repeats it)", seed, seed)
-	b := New()
-	defer b.Close()
-	for i, c := range parity.ParityCases() {
-		t.Run(c.Name, func(t *testing.T) {
-			if err := c.Run(b, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("devices=%d", n), func(t *testing.T) {
+			d, err := NewDevices(n, 2)
+			if err != nil {
 				t.Fatal(err)
+			}
+			defer d.Close()
+			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), host.GPTQCases(), host.WeightedCases()) {
+				t.Run(c.Name, func(t *testing.T) {
+					if err := c.Run(d, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
+						t.Fatal(err)
+					}
+				})
+			}
+			for dev, s := range d.Served() {
+				if s == 0 {
+					t.Errorf("device %d of %d served no call", dev, n)
+				}
 			}
 		})
 	}

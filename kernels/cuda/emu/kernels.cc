@@ -56,6 +56,25 @@ extern "C" int emu_launch(int k, unsigned gx, unsigned gy, const A *args) {
     case 9:
         err_partial(P(double *, 0), P(i64 *, 1), P(const float *, 2), P(const float *, 3), (i64)args[4], (i64)args[5]);
         return 0;
+    case 10: chol_diag(P(float *, 0), P(u64 *, 1), (i64)args[2], (i64)args[3], (i64)args[4]); return 0;
+    case 11: chol_panel(P(float *, 0), P(float *, 1), (i64)args[2], (i64)args[3], (i64)args[4]); return 0;
+    case 12: chol_trail(P(float *, 0), P(const float *, 1), (i64)args[2], (i64)args[3], (i64)args[4]); return 0;
+    case 13: chol_unit_upper(P(float *, 0), P(u64 *, 1), P(const float *, 2), (i64)args[3]); return 0;
+    case 14: gptq_perm(P(float *, 0), P(const float *, 1), P(const i64 *, 2), (i64)args[3], (i64)args[4]); return 0;
+    case 15:
+        gptq_block(P(float *, 0), P(float *, 1), P(int8_t *, 2), P(u64 *, 3), P(const float *, 4), P(const i64 *, 5),
+                   P(const float *, 6), P(const float *, 7), (i64)args[8], (i64)args[9], (i64)args[10], (i64)args[11],
+                   (i64)args[12]);
+        return 0;
+    case 16:
+        gptq_update(P(float *, 0), P(const float *, 1), P(const float *, 2), (i64)args[3], (i64)args[4], (i64)args[5],
+                    (i64)args[6]);
+        return 0;
+    case 17: gptq_pack(P(uint8_t *, 0), P(const int8_t *, 1), (i64)args[2]); return 0;
+    case 18:
+        int4_quant_weighted(P(uint32_t *, 0), P(uint16_t *, 1), P(GroupStats *, 2), P(u64 *, 3), P(const float *, 4),
+                            (i64)args[5], args[6], P(const float *, 7), P(const float *, 8), args[9], (i64)args[10]);
+        return 0;
     }
     return -1;
 }

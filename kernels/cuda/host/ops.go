@@ -30,6 +30,15 @@ const (
 	FP8Absmax // grid: one 256-thread block per 128×128 block
 	FP8Quant
 	ErrPartial
+	CholDiag // grid: one block
+	CholPanel
+	CholTrail
+	CholUnitUpper
+	GPTQPerm
+	GPTQBlock
+	GPTQUpdate
+	GPTQPack
+	Int4Weighted
 	NumKernels
 )
 
@@ -37,11 +46,13 @@ const (
 var Names = [NumKernels]string{
 	"decode_bf16", "decode_f16", "dequant_fp8", "dequant_int4", "int4_quant_g32",
 	"int4_quant_g64", "int4_quant_any", "fp8_absmax", "fp8_quant", "err_partial",
+	"chol_diag", "chol_panel", "chol_trail", "chol_unit_upper", "gptq_perm", "gptq_block",
+	"gptq_update", "gptq_pack", "int4_quant_weighted",
 }
 
 // Params are the kernels' parameter counts, indexed by Kernel; every parameter is 8 bytes wide.
 // Stream implementations refuse launches with another count.
-var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6}
+var Params = [NumKernels]int{3, 3, 9, 5, 8, 8, 8, 5, 5, 6, 5, 5, 5, 4, 5, 13, 7, 3, 11}
 
 // CheckArgs reports a launch of k with the wrong number of arguments.
 func CheckArgs(k Kernel, args []uint64) error {
@@ -63,11 +74,14 @@ type Stream interface {
 }
 
 // Job is one call split into chunks. For chunk i: Stage fills the input buffer, Launch
-// enqueues the kernels reading din and writing dout, Finish reads the output buffer once the
-// chunk is complete. Finish is called in chunk order, so the first error is the first chunk's.
+// enqueues the kernels reading din and writing dout, Finish reads the output buffer (its first
+// Back bytes) once the chunk is complete. Finish is called in chunk order, so the first error is the first chunk's.
 type Job struct {
 	Chunks int
 	Sizes  func(i int) (in, out int)
+	// Back returns how many leading bytes of chunk i's output come back to the host; the rest
+	// of the output buffer is device scratch. Nil: all of it.
+	Back   func(i int) int
 	Stage  func(i int, in []byte)
 	Launch func(i int, s Stream, din, dout uint64) error
 	Finish func(i int, out []byte) error
@@ -87,6 +101,14 @@ type Runner interface {
 // Ops implements the kernels.Backend methods (and the GPU's extras) on a Runner.
 type Ops struct {
 	R Runner
+}
+
+// BackBytes returns how many bytes of chunk i's output of out bytes come back to the host.
+func (j *Job) BackBytes(i, out int) int {
+	if j.Back == nil {
+		return out
+	}
+	return min(j.Back(i), out)
 }
 
 // ChunkBytes bounds the float32 bytes of one chunk of work.
