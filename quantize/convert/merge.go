@@ -164,15 +164,10 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 			problems = append(problems, fmt.Sprintf("part %s was run with another source or other options", pp.Part))
 			continue
 		}
-		left := 0
-		var first string
+		left, changed := 0, 0
+		var first, firstChanged string
 		for _, u := range pp.Units {
 			fs, ok := j.Shards[u.Key]
-			if ok {
-				if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(u.Key))); err != nil || fi.Size() != fs.Size {
-					ok = false // listed, but the file is gone or was cut since
-				}
-			}
 			if !ok {
 				if left == 0 {
 					first = u.Key
@@ -180,10 +175,25 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 				left++
 				continue
 			}
+			// The file must still be what the part recorded (size and CRC-32C), as a resume checks.
+			size, sum, err := crcFile(ctx, filepath.Join(dir, filepath.FromSlash(u.Key)))
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if err != nil || size != fs.Size || fs.CRC32C == nil || sum != *fs.CRC32C {
+				if changed == 0 {
+					firstChanged = u.Key
+				}
+				changed++
+				continue
+			}
 			all.Shards[u.Key] = fs
 		}
 		if left > 0 {
 			problems = append(problems, fmt.Sprintf("part %s has %d of %d files left (%s)", pp.Part, left, len(pp.Units), first))
+		}
+		if changed > 0 {
+			problems = append(problems, fmt.Sprintf("part %s has %d of %d files missing or changed since it finished (%s; run the part again to redo them)", pp.Part, changed, len(pp.Units), firstChanged))
 		}
 	}
 	if len(problems) > 0 {

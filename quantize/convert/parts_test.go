@@ -266,3 +266,45 @@ func TestRunLocks(t *testing.T) {
 	}
 	unlock()
 }
+
+// TestMergeRefusesDamagedPart: a part's shard damaged after the part finished (same size, a few
+// bytes overwritten) is refused by the merge, as a resume of a single run refuses it by its
+// recorded CRC-32C; running the part again redoes the file and the merge then succeeds.
+func TestMergeRefusesDamagedPart(t *testing.T) {
+	src := glm4Source(t)
+	o := convert.Options{GroupSize: 32, MaxShardSize: 1 << 20}
+	p := plan(t, src, o)
+	out := filepath.Join(t.TempDir(), "split")
+	for i := range 2 {
+		if _, err := convert.Run(context.Background(), p, out, convert.RunOptions{Part: convert.Part{Index: i, Count: 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, err := p.Partition(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := parts[1].Units[0].Key
+	f, err := os.OpenFile(filepath.Join(out, filepath.FromSlash(key)), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, fi.Size()-8); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = convert.Merge(context.Background(), p, out, convert.RunOptions{})
+	if !errors.Is(err, convert.ErrPartsIncomplete) || !strings.Contains(err.Error(), "part 1/2 has 1 of") || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), key) {
+		t.Fatalf("merge with a damaged shard of part 1: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+		t.Fatal("a refused merge wrote report.json")
+	}
+	if _, err := convert.Run(context.Background(), p, out, convert.RunOptions{Part: convert.Part{Index: 1, Count: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convert.Merge(context.Background(), p, out, convert.RunOptions{}); err != nil {
+		t.Fatalf("merge after the part ran again: %v", err)
+	}
+}
