@@ -46,14 +46,16 @@ func Decode(r io.Reader, name string) (*report.Report, error) {
 	// A report is an object with a "tensors" array; check the shape before decoding into
 	// the typed struct so that a different JSON file gets a clear message.
 	var probe struct {
+		Tool    string          `json:"tool"`
 		Tensors json.RawMessage `json:"tensors"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("reportview: %s: %w: %v", name, ErrFormat, err)
 	}
-	// Earlier versions wrote "tensors": null for a conversion that measured nothing (--only prefill
-	// of an FP8 source).
-	if t := bytes.TrimSpace(probe.Tensors); len(t) == 0 || (t[0] != '[' && !bytes.Equal(t, []byte("null"))) {
+	// Earlier versions wrote "tensors": null for a conversion that measured nothing (--only
+	// prefill of an FP8 source); such a report names its tool.
+	t := bytes.TrimSpace(probe.Tensors)
+	if len(t) == 0 || (t[0] != '[' && !(probe.Tool != "" && bytes.Equal(t, []byte("null")))) {
 		return nil, fmt.Errorf("reportview: %s: no \"tensors\" list: %w", name, ErrFormat)
 	}
 	var rep report.Report
