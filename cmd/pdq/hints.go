@@ -12,7 +12,9 @@ var hints = []struct {
 	err  error
 	hint string
 }{
-	{convert.ErrNotEmpty, "use --resume to continue the conversion there, or --force to delete its earlier outputs and start over"},
+	{convert.ErrNotEmpty, "DIR holds no conversion journal, so there is nothing to resume: choose another --out, or --force to delete prefill/, decode/ and report.json there and start over"},
+	{convert.ErrNothingToResume, "there is nothing to continue: choose an empty or new --out (without --resume), or --force to delete prefill/, decode/ and report.json there and start over"},
+	{convert.ErrInsideOutput, "choose an --out beside that conversion's directory, not inside it"},
 	{convert.ErrOtherPlan, "rerun with the options the conversion was started with, or --force to start over (a part: remove DIR yourself)"},
 	{convert.ErrBadJournal, "delete the journal file named above, or use --force to start over"},
 	{convert.ErrSplitDir, "finish it with --merge after every part, continue it with --part I/N, or --force to start over"},

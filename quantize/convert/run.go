@@ -115,6 +115,9 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := checkApart(p.Source, dir); err != nil {
 		return nil, err
 	}
+	if err := checkNotNested(dir); err != nil {
+		return nil, err
+	}
 	unlock, err := lockDir(dir, ro.Part)
 	if err != nil {
 		return nil, err
@@ -294,7 +297,7 @@ func prepareDir(dir string, ro RunOptions) error {
 		}
 		return nil
 	case ro.Existing == Resume:
-		return nil
+		return checkResumable(dir, ents)
 	}
 	if len(parts) > 0 {
 		return fmt.Errorf("convert: %s: %w", dir, ErrSplitDir)

@@ -50,6 +50,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 	}
 	defer out.Close()
 	v.Tensors = len(out.Tensors())
+	verifyFiles(v, src, out)
 	outCfg, err := rules.LoadConfig(out.Dir)
 	if err != nil {
 		return nil, err

@@ -101,3 +101,37 @@ func setField(tensor, k string, f func(any) any) func([]map[string]any) []map[st
 		return rows
 	}
 }
+
+// TestVerifyFlagsStrayFiles: files and directories in an output that no conversion writes there
+// (a nested conversion's outputs, its journal, a stray file) are reported; side files copied from
+// the source are not.
+func TestVerifyFlagsStrayFiles(t *testing.T) {
+	src, out := convertTiny(t, synth.StyleGLM4, false)
+	if err := os.WriteFile(filepath.Join(src, "tokenizer.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dec := filepath.Join(out, "decode")
+	if err := os.WriteFile(filepath.Join(dec, "tokenizer.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := verify(t, src, dec); !v.OK() {
+		t.Fatalf("clean output with a side file: %v", v.Problems)
+	}
+	for _, name := range []string{"decode", "report.json", JournalName, "extra.safetensors"} {
+		path := filepath.Join(dec, name)
+		var err error
+		if name == "decode" {
+			err = os.Mkdir(path, 0o755)
+		} else {
+			err = os.WriteFile(path, []byte("x"), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := verify(t, src, dec)
+		if all := strings.Join(v.Problems, "\n"); !strings.Contains(all, `"`+name+`" does not belong`) {
+			t.Errorf("%s in the output: problems %q", name, v.Problems)
+		}
+		os.RemoveAll(path)
+	}
+}
