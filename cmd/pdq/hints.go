@@ -18,6 +18,7 @@ var hints = []struct {
 	{convert.ErrOtherPlan, "rerun with the options the conversion was started with, or --force to start over (a part: remove DIR yourself)"},
 	{convert.ErrBadJournal, "delete the journal file named above, or use --force to start over"},
 	{convert.ErrSplitDir, "finish it with --merge after every part, continue it with --part I/N, or --force to start over"},
+	{convert.ErrLinkOutside, "replace the link by a copy of the file, or give the model's configuration with --config FILE"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no INT4 module"},

@@ -125,6 +125,9 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 	if err := checkNotNested(dir); err != nil {
 		return nil, err
 	}
+	if err := checkSourceLinks(p); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("convert: %s: %w: no part has started here", dir, ErrPartsIncomplete)
 	}

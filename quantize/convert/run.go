@@ -118,6 +118,9 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := checkNotNested(dir); err != nil {
 		return nil, err
 	}
+	if err := checkSourceLinks(p); err != nil {
+		return nil, err
+	}
 	unlock, err := lockDir(dir, ro.Part)
 	if err != nil {
 		return nil, err
