@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/calib"
+	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -232,8 +233,9 @@ func quantilesFloat(v []float64) []float64 {
 }
 
 func printCalibSummary(w io.Writer, s *calibSummary) {
+	w = termsafe.Writer(w) // the file's source and module names are the file's own text
 	fmt.Fprintf(w, "%s  sha256 %s\n", s.File, s.SHA256[:16])
-	fmt.Fprintf(w, "source: %s\ntokens: %d\n", s.Source, s.Tokens)
+	fmt.Fprintf(w, "source: %s\ntokens: %d\n", termsafe.Line(s.Source), s.Tokens)
 	fmt.Fprintf(w, "entries: %d (%d with Hessian, %d with E[|x|])\n", s.Entries, s.WithHessian, s.WithAbsMean)
 	if q := s.TokenQuantiles; q != nil {
 		fmt.Fprintf(w, "tokens per module: min %d, 10%% %d, median %d, 90%% %d, max %d\n", q[0], q[1], q[2], q[3], q[4])
@@ -261,7 +263,7 @@ func printCalibSummary(w io.Writer, s *calibSummary) {
 				fmt.Fprintf(w, "  %s: ... and %d more (--json lists all)\n", l.what, len(l.names)-5)
 				break
 			}
-			fmt.Fprintf(w, "  %s: %s\n", l.what, n)
+			fmt.Fprintf(w, "  %s: %s\n", l.what, termsafe.Line(n))
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
 	"pdq/quantize/reportview"
 )
@@ -254,7 +255,7 @@ func thresholdError(v *reportview.View, list bool) error {
 			fmt.Fprintf(&b, "\n  ... and %d more (--json lists all)", len(v.Failures)-10)
 			break
 		}
-		fmt.Fprintf(&b, "\n  %s %s: %s", f.Output, f.Tensor, strings.Join(f.Reasons, "; "))
+		fmt.Fprintf(&b, "\n  %s %s: %s", termsafe.Line(f.Output), termsafe.Line(f.Tensor), strings.Join(f.Reasons, "; "))
 	}
 	return fmt.Errorf("%s", b.String())
 }

@@ -8,13 +8,14 @@ import (
 	"strconv"
 	"strings"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/report"
 )
 
 // WriteTable prints the view for people: a header, the summary, the top rows (or, for a
 // comparison, the per-role mean changes and the biggest movers) and the threshold failures.
 func WriteTable(w io.Writer, v *View) error {
-	ew := &errWriter{w: w}
+	ew := &errWriter{w: termsafe.Writer(w)} // names and the calibration source come from files
 	writeHeader(ew, "", v.Name, v.Report)
 	if v.Diff != nil {
 		writeHeader(ew, "against ", v.Diff.Name, v.Diff.Report)
@@ -31,9 +32,11 @@ func WriteTable(w io.Writer, v *View) error {
 }
 
 func writeHeader(w io.Writer, prefix, name string, rep *report.Report) {
-	fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeReport(rep))
+	// One line each: the fields come from the file, so newlines in them are escaped too.
+	name = termsafe.Line(name)
+	fmt.Fprintf(w, "%s%s: %s\n", prefix, name, termsafe.Line(describeReport(rep)))
 	if rep.Calibration != nil {
-		fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeCalibration(rep.Calibration))
+		fmt.Fprintf(w, "%s%s: %s\n", prefix, name, termsafe.Line(describeCalibration(rep.Calibration)))
 	}
 }
 
@@ -218,7 +221,7 @@ func writeDiffTables(w io.Writer, v *View) {
 			if i == 0 {
 				fmt.Fprintf(w, "\nonly in %s:\n", s.side)
 			}
-			fmt.Fprintf(w, "  %s  %s  %s\n", t.Output, t.Tensor, t.Scheme)
+			fmt.Fprintf(w, "  %s  %s  %s\n", termsafe.Line(t.Output), termsafe.Line(t.Tensor), termsafe.Line(t.Scheme))
 		}
 	}
 }
