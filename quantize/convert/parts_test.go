@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,7 +99,8 @@ func TestPartitionCoversOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range []int{1, 2, 3, 7, 64} {
+		files := len(whole[0].Units)
+		for _, n := range []int{1, 2, 3, 7, files} {
 			parts, err := p.Partition(n)
 			if err != nil {
 				t.Fatal(err)
@@ -123,6 +125,14 @@ func TestPartitionCoversOnce(t *testing.T) {
 			if len(seen) != len(whole[0].Units) || bytes != whole[0].Bytes {
 				t.Errorf("%d parts: %d files, %d bytes; whole: %d files, %d bytes", n, len(seen), bytes, len(whole[0].Units), whole[0].Bytes)
 			}
+		}
+	}
+	// More parts than output files, up to a count near 2^63, are refused without allocating.
+	p := plan(t, glm4Source(t), convert.Options{GroupSize: 32, MaxShardSize: 1 << 20})
+	whole, _ := p.Partition(1)
+	for _, n := range []int{len(whole[0].Units) + 1, 400000000, math.MaxInt} {
+		if _, err := p.Partition(n); !errors.Is(err, convert.ErrBadPart) || !strings.Contains(err.Error(), "at most") {
+			t.Errorf("%d parts: %v, want ErrBadPart naming the most", n, err)
 		}
 	}
 	if _, err := convert.ParsePart("3/3"); !errors.Is(err, convert.ErrBadPart) {
