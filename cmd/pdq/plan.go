@@ -84,6 +84,9 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 	if parts < 0 {
 		return usagef("plan: --parts %d: want a number of parts, at least 1", parts)
 	}
+	if err := sf.checkOff(); err != nil {
+		return err
+	}
 	p, ck, err := openPlan(src, f)
 	if err != nil {
 		return err
