@@ -20,11 +20,32 @@ var hints = []struct {
 	{convert.ErrSplitDir, "finish it with --merge after every part, continue it with --part I/N, or --force to start over"},
 	{convert.ErrLinkOutside, "replace the link by a copy of the file, or give the model's configuration with --config FILE"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
+	{convert.ErrQuantizedSource, "pdq cannot requantize INT4 weights and no option changes that: give the model's BF16 or FP8 original as SRC (pdq inspect SRC names a checkpoint's layout)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no INT4 module"},
 	{convert.ErrBusy, "wait for that run to finish (or stop it); a crashed run holds no lock, so a rerun after a crash is never refused"},
 	{convert.ErrSourceChanged, "rerun once nothing writes to SRC; while a prefill copy is cloned, a hard link or chmod of its shard counts as a change too (--prefill-mode write writes the copy and checks only size and modification time)"},
 	{convert.ErrPartsIncomplete, "run the parts named above (pdq plan SRC --parts N lists what each writes), then --merge again"},
+}
+
+// commandHints are hints that depend on the command that failed, tried before hints.
+var commandHints = []struct {
+	cmd  string
+	err  error
+	hint string
+}{
+	{"verify", convert.ErrQuantizedSource, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+	{"verify", convert.ErrNotOutput, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+}
+
+// hintForCommand returns the hint for err failing the command named cmd, or "".
+func hintForCommand(cmd string, err error) string {
+	for _, h := range commandHints {
+		if h.cmd == cmd && errors.Is(err, h.err) {
+			return h.hint
+		}
+	}
+	return hintFor(err)
 }
 
 // hintFor returns the hint for err, or "".

@@ -39,3 +39,21 @@ func TestPlanServingFlagsNeedUnitsAndGPUMemory(t *testing.T) {
 	wantRun(t, exitUsage, []string{"--kv-cache-dtype is a serving-plan flag", "--gpu-memory"}, "plan", src, "--kv-cache-dtype", "fp8_e4m3")
 	wantRun(t, 0, nil, "plan", src)
 }
+
+// TestHintsLeadSomewhere: the hint for an INT4 source says what is possible instead of pointing
+// at a flag that gives the same error; verify with its arguments swapped says their order; and
+// --method gptq points at --calib-method gptq.
+func TestHintsLeadSomewhere(t *testing.T) {
+	src := genSource(t, "--fp8", "--style", "glm4")
+	out := filepath.Join(t.TempDir(), "out")
+	wantRun(t, 0, nil, "convert", src, "--out", out, "-q")
+	dec := filepath.Join(out, "decode")
+	for _, extra := range [][]string{nil, {"--on-unsupported", "skip"}} {
+		_, errOut, code := runMain(t, append([]string{"convert", dec, "--out", filepath.Join(t.TempDir(), "x")}, extra...)...)
+		if code == 0 || !strings.Contains(errOut, "BF16 or FP8 original") || strings.Contains(errOut, "hint: use --on-unsupported") {
+			t.Errorf("convert of an INT4 source %v: status %d\n%s", extra, code, errOut)
+		}
+	}
+	wantRun(t, exitFailure, []string{"hint: the arguments are SRC", "pdq verify SRC DIR/decode"}, "verify", dec, src)
+	wantRun(t, exitUsage, []string{"--calib-method gptq"}, "convert", src, "--out", filepath.Join(t.TempDir(), "y"), "--method", "gptq")
+}

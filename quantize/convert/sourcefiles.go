@@ -19,6 +19,10 @@ import (
 // refused: its target is not the model's.
 var ErrLinkOutside = errors.New("a source file links outside the source directory")
 
+// ErrQuantizedSource: the source is already an INT4 (compressed-tensors) checkpoint; pdq
+// converts from a model's BF16 or FP8 original only, and no option changes that.
+var ErrQuantizedSource = errors.New("source already quantized")
+
 // checkSourceLinks refuses a source config.json that links outside the source (unless the plan
 // uses a config file given explicitly).
 func checkSourceLinks(p *Plan) error {

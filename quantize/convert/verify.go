@@ -141,7 +141,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 		}
 		o.Only = KindPrefill
 	default:
-		return o, "", fmt.Errorf("convert: verify: %s: config.json has no quantization_config of a pdq output (quant_method %q)", out.Dir, method)
+		return o, "", fmt.Errorf("convert: verify: %s: %w: config.json has no quantization_config of a pdq output (quant_method %q)", out.Dir, ErrNotOutput, method)
 	}
 	if kind == KindDecode {
 		o.Only = KindDecode

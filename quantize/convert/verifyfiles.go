@@ -1,11 +1,15 @@
 package convert
 
 import (
+	"errors"
 	"os"
 	"strings"
 
 	"pdq/safetensors"
 )
+
+// ErrNotOutput: the directory verify was given as an output is not one a conversion wrote.
+var ErrNotOutput = errors.New("not an output of pdq convert")
 
 // verifyFiles flags every entry of the output directory that a conversion does not write there:
 // its shards, the index, config.json and the side files copied from the source. A nested
