@@ -69,7 +69,7 @@ func partCount(dir string) (int, error) {
 // checkSiblings refuses a part whose split differs from the parts already in dir: another
 // number of parts, or another plan (source or options). Parts of different splits would write
 // the same files.
-func checkSiblings(dir string, pt Part, id string) error {
+func checkSiblings(dir string, pt Part, pl *Plan, id string) error {
 	names, err := partJournals(dir)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func checkSiblings(dir string, pt Part, id string) error {
 			return err
 		}
 		if j.PlanID != "" && j.PlanID != id {
-			return fmt.Errorf("convert: %s: part %s: %w", dir, p, ErrOtherPlan)
+			return otherPlanError(dir, ": part "+p.String(), j.Facts, pl.planFacts())
 		}
 	}
 	return nil
@@ -146,7 +146,7 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 	}
 	id := p.ID()
 	all := newJournal(JournalName)
-	all.PlanID = id
+	all.PlanID, all.Facts = id, p.planFacts()
 	var problems []string
 	for _, pp := range parts {
 		if err := ctx.Err(); err != nil {
@@ -167,7 +167,11 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 			problems = append(problems, fmt.Sprintf("part %s has not started", pp.Part))
 			continue
 		case j.PlanID != id:
-			problems = append(problems, fmt.Sprintf("part %s was run with another source or other options", pp.Part))
+			why := "another source or other options"
+			if d := planDiff(j.Facts, p.planFacts()); d != "" {
+				why += " (" + d + ")"
+			}
+			problems = append(problems, fmt.Sprintf("part %s was run with %s", pp.Part, why))
 			continue
 		}
 		left, changed := 0, 0

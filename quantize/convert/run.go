@@ -131,7 +131,7 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	}
 	id := p.ID()
 	if !ro.Part.Whole() {
-		if err := checkSiblings(dir, ro.Part, id); err != nil {
+		if err := checkSiblings(dir, ro.Part, p, id); err != nil {
 			return nil, err
 		}
 	}
@@ -140,9 +140,9 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 		return nil, err
 	}
 	if j.PlanID != "" && j.PlanID != id {
-		return nil, fmt.Errorf("convert: %s: %w", dir, ErrOtherPlan)
+		return nil, otherPlanError(dir, "", j.Facts, p.planFacts())
 	}
-	j.PlanID = id
+	j.PlanID, j.Facts = id, p.planFacts()
 	if err := verifyJournal(ctx, dir, j); err != nil {
 		return nil, err
 	}
