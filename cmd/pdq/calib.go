@@ -198,6 +198,13 @@ func checkCoverage(st *calib.Stats, o calibInspectOptions, zero map[string]bool)
 		default:
 			c.Shared++
 		}
+		if !used[e.Module] {
+			// What convert reads of the entry, checked as convert checks it: E[x²] finite and
+			// non-negative; a Hessian finite, symmetric, with a non-negative diagonal.
+			if err := checkEntry(st, e); err != nil {
+				c.Mismatched = append(c.Mismatched, fmt.Sprintf("%s: %v", m.Name, err))
+			}
+		}
 		used[e.Module] = true
 	}
 	for _, n := range st.Modules() {
@@ -206,6 +213,19 @@ func checkCoverage(st *calib.Stats, o calibInspectOptions, zero map[string]bool)
 		}
 	}
 	return c, nil
+}
+
+// checkEntry reads the statistics of e that convert reads and returns what it would refuse.
+func checkEntry(st *calib.Stats, e *calib.Entry) error {
+	if _, err := st.SqMean(e); err != nil {
+		return err
+	}
+	if e.Hessian != nil {
+		if _, err := st.Hessian(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func quantilesInt(v []int64) []int64 {
