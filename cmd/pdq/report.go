@@ -72,7 +72,7 @@ one self-contained page (no network needed) with the summary, a sortable table a
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.top, "top", 20, "tensors (or movers) to list; 0 for all")
-	fl.StringVar(&o.sort, "sort", "sqnr", "order: sqnr (lowest first), rel_rmse or max_abs_err (highest first), name; with --against, by the size of the change")
+	fl.StringVar(&o.sort, "sort", "sqnr", "order: sqnr (lowest first), rel_rmse or max_abs_err (highest first), name, weighted_sqnr (a calibrated run's activation-weighted SQNR, lowest first); with --against, by the size of the change")
 	fl.StringVar(&o.filter, "filter", "", "only tensors whose name matches this regular expression")
 	fl.StringSliceVar(&o.roles, "role", nil, "only these roles (repeat or comma-separate): routed_experts, shared_experts, attention, ...")
 	fl.StringVar(&o.output, "output", "", "only one output: prefill or decode")

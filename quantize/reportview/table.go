@@ -128,6 +128,8 @@ func sortWords(k SortKey, diff bool) string {
 			return "|Δ max abs err|"
 		case SortName:
 			return "name"
+		case SortWeightedSQNR:
+			return "|Δ weighted SQNR|"
 		}
 		return "|ΔSQNR|"
 	}
@@ -138,6 +140,8 @@ func sortWords(k SortKey, diff bool) string {
 		return "max abs error"
 	case SortName:
 		return "name"
+	case SortWeightedSQNR:
+		return "activation-weighted SQNR"
 	}
 	return "SQNR"
 }
@@ -202,10 +206,33 @@ func writeDiffTables(w io.Writer, v *View) {
 			what = "first"
 		}
 		fmt.Fprintf(w, "\n%s, %d of %d by %s:\n", what, len(d.Movers), len(d.Changes), sortWords(v.Query.Sort, true))
-		g := newGrid("output", "tensor", "scheme", "A dB", "B dB", "Δ dB", "rel RMSE A", "rel RMSE B").alignRight(3, 4, 5, 6, 7)
+		// Calibrated runs also show the change in the activation-weighted SQNR.
+		weighted := false
 		for _, c := range d.Movers {
-			g.add(c.Output, c.Tensor, schemePair(c.SchemeA, c.SchemeB), fmtFloat(float64(c.SQNRA), 2), fmtFloat(float64(c.SQNRB), 2),
-				fmtSigned(float64(c.DeltaSQNR), 3), fmtFloat(float64(c.RelRMSEA), 4), fmtFloat(float64(c.RelRMSEB), 4))
+			weighted = weighted || c.WeightedSQNRA != nil || c.WeightedSQNRB != nil
+		}
+		head := []string{"output", "tensor", "scheme", "A dB", "B dB", "Δ dB", "rel RMSE A", "rel RMSE B"}
+		right := []int{3, 4, 5, 6, 7}
+		if weighted {
+			head, right = append(head, "weighted A", "weighted B", "Δ weighted"), append(right, 8, 9, 10)
+		}
+		g := newGrid(head...).alignRight(right...)
+		opt := func(f *report.Float, signed bool) string {
+			switch {
+			case f == nil:
+				return "-"
+			case signed:
+				return fmtSigned(float64(*f), 3)
+			}
+			return fmtFloat(float64(*f), 2)
+		}
+		for _, c := range d.Movers {
+			cells := []string{c.Output, c.Tensor, schemePair(c.SchemeA, c.SchemeB), fmtFloat(float64(c.SQNRA), 2), fmtFloat(float64(c.SQNRB), 2),
+				fmtSigned(float64(c.DeltaSQNR), 3), fmtFloat(float64(c.RelRMSEA), 4), fmtFloat(float64(c.RelRMSEB), 4)}
+			if weighted {
+				cells = append(cells, opt(c.WeightedSQNRA, false), opt(c.WeightedSQNRB, false), opt(c.DeltaWeightedSQNR, true))
+			}
+			g.add(cells...)
 		}
 		g.write(w, "")
 	}
