@@ -57,3 +57,20 @@ func TestHintsLeadSomewhere(t *testing.T) {
 	wantRun(t, exitFailure, []string{"hint: the arguments are SRC", "pdq verify SRC DIR/decode"}, "verify", dec, src)
 	wantRun(t, exitUsage, []string{"--calib-method gptq"}, "convert", src, "--out", filepath.Join(t.TempDir(), "y"), "--method", "gptq")
 }
+
+// TestReportHTMLMessages: the page's message counts the rows the page holds, not the selection;
+// an --html path that cannot be written is refused before the table is printed, naming the flag
+// and not a temporary file.
+func TestReportHTMLMessages(t *testing.T) {
+	_, out, _, _ := convertedFixture(t)
+	page := filepath.Join(t.TempDir(), "r.html")
+	_, errOut, code := runMain(t, "report", out, "--html", page, "--top", "5")
+	if code != 0 || !strings.Contains(errOut, "table of the 5 of ") || !strings.Contains(errOut, "--top 0 for all") {
+		t.Fatalf("status %d: %s", code, errOut)
+	}
+	bad := filepath.Join(t.TempDir(), "missing", "r.html")
+	stdout, errOut, code := runMain(t, "report", out, "--html", bad)
+	if code == 0 || stdout != "" || !strings.Contains(errOut, "--html "+bad) || strings.Contains(errOut, ".tmp") {
+		t.Fatalf("unwritable --html: status %d, stdout %d bytes, stderr %s", code, len(stdout), errOut)
+	}
+}
