@@ -171,6 +171,11 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		}
 	}
 	_, statErr := os.Stat(filepath.Join(o.out, "report.json"))
+	if !o.split.merge {
+		if err := checkSpace(p, o.out, part); err != nil {
+			return err
+		}
+	}
 	rep, err := o.split.run(ctx, p, o.out, ro)
 	if bar != nil {
 		bar.Stop() // where it was: an interrupted run does not jump to 100%
@@ -179,7 +184,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		if isBadOptions(err) || errors.Is(err, convert.ErrOverlapsSource) || errors.Is(err, convert.ErrBadPart) {
 			return usageError{err} // a run option (--prefill-mode) or an --out that overlaps SRC
 		}
-		return err
+		return withSpace(err, planWrites(p), o.out)
 	}
 	if !part.Whole() {
 		if o.quiet {
@@ -194,7 +199,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 	complete := resumed.Complete() && resumed.Any() && statErr == nil // shards and report were there
 	if o.asJSON {
 		short := *rep
-		short.Tensors = nil
+		short.Tensors = []convert.TensorReport{} // the rows are in report.json
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(short); err != nil {

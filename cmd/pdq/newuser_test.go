@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -72,5 +75,22 @@ func TestReportHTMLMessages(t *testing.T) {
 	stdout, errOut, code := runMain(t, "report", out, "--html", bad)
 	if code == 0 || stdout != "" || !strings.Contains(errOut, "--html "+bad) || strings.Contains(errOut, ".tmp") {
 		t.Fatalf("unwritable --html: status %d, stdout %d bytes, stderr %s", code, len(stdout), errOut)
+	}
+}
+
+// TestConvertChecksFreeSpace: a conversion that cannot fit is refused before any work, saying
+// what it writes and what is free; an out-of-space error during the run says the same.
+func TestConvertChecksFreeSpace(t *testing.T) {
+	src := genSource(t, "--style", "glm4")
+	defer func(f func(string) (int64, error)) { freeBytes = f }(freeBytes)
+	freeBytes = func(string) (int64, error) { return 1000, nil }
+	out := filepath.Join(t.TempDir(), "out")
+	wantRun(t, exitFailure, []string{"not enough free space: the conversion writes", "1000 B free", "hint: free some space"}, "convert", src, "--out", out)
+	if _, err := os.Stat(filepath.Join(out, "decode")); err == nil {
+		t.Error("a refused conversion wrote decode/")
+	}
+	err := withSpace(&os.PathError{Op: "preallocate", Path: "x", Err: syscall.ENOSPC}, 5<<30, out)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "the conversion writes 5.00 GiB; 1000 B free now") {
+		t.Fatalf("out of space: %v", err)
 	}
 }
