@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"pdq/quantize"
 	"pdq/quantize/convert"
 )
 
@@ -19,6 +20,7 @@ var hints = []struct {
 	{convert.ErrBadJournal, "delete the journal file named above, or use --force to start over"},
 	{convert.ErrSplitDir, "finish it with --merge after every part, continue it with --part I/N, or --force to start over"},
 	{convert.ErrLinkOutside, "replace the link by a copy of the file, or give the model's configuration with --config FILE"},
+	{quantize.ErrBadScale, "a block scale of the FP8 source is zero or not finite: a header-only checkpoint from pdq testdata gen holds no values (it is for pdq plan only); any other source is damaged there (fetch it again)"},
 	{errNoSpace, "free some space there or give an --out on a larger disk (pdq plan SRC shows each output's size)"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
 	{convert.ErrQuantizedSource, "pdq cannot requantize INT4 weights and no option changes that: give the model's BF16 or FP8 original as SRC (pdq inspect SRC names a checkpoint's layout)"},

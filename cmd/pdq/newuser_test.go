@@ -94,3 +94,13 @@ func TestConvertChecksFreeSpace(t *testing.T) {
 		t.Fatalf("out of space: %v", err)
 	}
 }
+
+// TestGenAndHeaderOnlyMessages: gen --size below the smallest model says what it wrote instead;
+// converting a header-only FP8 checkpoint (zero scales) gets a hint naming that cause.
+func TestGenAndHeaderOnlyMessages(t *testing.T) {
+	dir := t.TempDir()
+	wantRun(t, 0, []string{"note: --size 1.00 KiB is below the smallest"}, "testdata", "gen", "--out", filepath.Join(dir, "small"), "--size", "1KiB")
+	src := filepath.Join(dir, "ho")
+	wantRun(t, 0, nil, "testdata", "gen", "--out", src, "--fp8", "--header-only")
+	wantRun(t, exitFailure, []string{"bad scale", "hint: ", "header-only checkpoint"}, "convert", src, "--out", filepath.Join(dir, "o"))
+}

@@ -131,5 +131,9 @@ func runGen(cmd *cobra.Command, o genOptions) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s model, %d layers, %d experts, %s of tensor data\n",
 		o.out, m.ModelType, m.Layers, m.Experts, formatBytes(opts.DataBytes()))
+	if data := opts.DataBytes(); o.size > 0 && o.config == "" && data > 2*o.size {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: --size %s is below the smallest %s model (%s), which was written; shrink it further with --vocab, --layers or --experts\n",
+			formatBytes(o.size), o.style, formatBytes(data))
+	}
 	return nil
 }
