@@ -104,3 +104,35 @@ func TestGenAndHeaderOnlyMessages(t *testing.T) {
 	wantRun(t, 0, nil, "testdata", "gen", "--out", src, "--fp8", "--header-only")
 	wantRun(t, exitFailure, []string{"bad scale", "hint: ", "header-only checkpoint"}, "convert", src, "--out", filepath.Join(dir, "o"))
 }
+
+// TestDemoModelHasNoParallelWarnings: the demo's checkpoint (the Makefile's gen line) splits
+// across 8 GPUs, so the demo prints no tensor-parallel warnings about its own toy model.
+func TestDemoModelHasNoParallelWarnings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates the demo's 50 MiB checkpoint")
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if i := strings.Index(line, "pdq testdata gen "); i >= 0 && strings.Contains(line, "$(DEMO)/src") {
+			args = strings.Fields(line[i+len("pdq "):])
+		}
+	}
+	if args == nil {
+		t.Fatal("no gen line in the Makefile's demo")
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	for i, a := range args {
+		if a == "$(DEMO)/src" {
+			args[i] = src
+		}
+	}
+	wantRun(t, 0, nil, args...)
+	_, errOut, code := runMain(t, "plan", src)
+	if code != 0 || strings.Contains(errOut, "warning") {
+		t.Fatalf("plan of the demo model: status %d\n%s", code, errOut)
+	}
+}
