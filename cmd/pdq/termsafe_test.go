@@ -80,6 +80,7 @@ func TestReportEscapesNames(t *testing.T) {
 	noRawControl(t, "report's failures", stderr)
 	var sum bytes.Buffer
 	printReportSummary(&sum, rep, out)
+	writeNotes(&sum, []string{hostile}, []string{hostile})
 	noRawControl(t, "convert's summary", sum.String())
 	if err := checkSQNRFloor(rep, 1000); err == nil {
 		t.Fatal("no tensor below 1000 dB")
