@@ -102,6 +102,35 @@ func setField(tensor, k string, f func(any) any) func([]map[string]any) []map[st
 	}
 }
 
+// TestVerifyCopiedPrefillRefusesPhantomRows: an FP8 source's prefill output is a copy and
+// measures nothing, so a report.json row for it names a tensor no conversion measured.
+func TestVerifyCopiedPrefillRefusesPhantomRows(t *testing.T) {
+	src, out := convertTiny(t, synth.StyleDeepSeek, true)
+	pre := filepath.Join(out, "prefill")
+	if v := verify(t, src, pre); !v.OK() {
+		t.Fatalf("clean copy: %v", v.Problems)
+	}
+	path := filepath.Join(out, "report.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	row := rep.Tensors[0]
+	row.Output, row.Tensor = "prefill", "model.layers.1.mlp.experts.0.down_proj.weight"
+	rep.Tensors = append(rep.Tensors, row)
+	nb, _ := json.Marshal(rep)
+	if err := os.WriteFile(path, nb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := verify(t, src, pre); v.OK() || !strings.Contains(strings.Join(v.Problems, "\n"), "down_proj.weight") {
+		t.Fatalf("phantom prefill row: problems %v", v.Problems)
+	}
+}
+
 // TestVerifyFlagsStrayFiles: files and directories in an output that no conversion writes there
 // (a nested conversion's outputs, its journal, a stray file) are reported; side files copied from
 // the source are not.
