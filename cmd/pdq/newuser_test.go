@@ -136,3 +136,25 @@ func TestDemoModelHasNoParallelWarnings(t *testing.T) {
 		t.Fatalf("plan of the demo model: status %d\n%s", code, errOut)
 	}
 }
+
+// TestNestedOutputRefused: an --out inside another conversion's output is refused with or
+// without --resume or --force, with a hint to go beside it; a non-empty directory without a
+// journal is not sent to --resume, and --resume there is refused.
+func TestNestedOutputRefused(t *testing.T) {
+	src := genSource(t, "--fp8", "--style", "glm4")
+	out := filepath.Join(t.TempDir(), "A")
+	wantRun(t, 0, nil, "convert", src, "--out", out, "-q")
+	for _, extra := range [][]string{nil, {"--resume"}, {"--force"}} {
+		wantRun(t, exitFailure, []string{"inside another conversion's output", "hint: choose an --out beside"},
+			append([]string{"convert", src, "--out", filepath.Join(out, "decode")}, extra...)...)
+	}
+	junk := t.TempDir()
+	if err := os.WriteFile(filepath.Join(junk, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runMain(t, "convert", src, "--out", junk)
+	if code == 0 || strings.Contains(errOut, "use --resume") {
+		t.Fatalf("non-empty directory: status %d\n%s", code, errOut)
+	}
+	wantRun(t, exitFailure, []string{"no conversion to resume"}, "convert", src, "--out", junk, "--resume")
+}
