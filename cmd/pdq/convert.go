@@ -172,7 +172,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 	}
 	_, statErr := os.Stat(filepath.Join(o.out, "report.json"))
 	if !o.split.merge {
-		if err := checkSpace(p, o.out, part); err != nil {
+		if err := checkSpace(p, o.out, part, ro.PrefillMode); err != nil {
 			return err
 		}
 	}
@@ -184,7 +184,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		if isBadOptions(err) || errors.Is(err, convert.ErrOverlapsSource) || errors.Is(err, convert.ErrBadPart) {
 			return usageError{err} // a run option (--prefill-mode) or an --out that overlaps SRC
 		}
-		return withSpace(err, planWrites(p), o.out)
+		return withSpace(err, planWrites(p, ro.PrefillMode), o.out)
 	}
 	if !part.Whole() {
 		if o.quiet {

@@ -17,12 +17,13 @@ var freeBytes = fsutil.FreeBytes
 // errNoSpace: the output's file system has less free space than the conversion still writes.
 var errNoSpace = errors.New("not enough free space")
 
-// planWrites is what a whole conversion writes: every output it writes tensor by tensor. A copy
-// of an FP8 source's shards (prefill/) is left out: cloned or hard-linked it takes no space.
-func planWrites(p *convert.Plan) int64 {
+// planWrites is what a whole conversion writes: every output it writes tensor by tensor, and a
+// copy of an FP8 source's shards (prefill/) only under mode write: copied or linked, it may be
+// cloned or hard-linked and take no space, and only the run knows.
+func planWrites(p *convert.Plan, mode convert.PrefillMode) int64 {
 	var n int64
 	for _, o := range []*convert.Output{p.Prefill, p.Decode} {
-		if o != nil && !o.CopySource {
+		if o != nil && (!o.CopySource || mode == convert.PrefillWrite) {
 			n += o.Bytes(p.Source)
 		}
 	}
@@ -46,7 +47,7 @@ func dirBytes(dir string) int64 {
 // checkSpace refuses a whole conversion into out when its file system has less free space than
 // the conversion still writes (a resume counts what is there). Parts share the directory and are
 // not checked; nor is a file system whose free space is unknown.
-func checkSpace(p *convert.Plan, out string, part convert.Part) error {
+func checkSpace(p *convert.Plan, out string, part convert.Part, mode convert.PrefillMode) error {
 	if !part.Whole() {
 		return nil
 	}
@@ -54,7 +55,7 @@ func checkSpace(p *convert.Plan, out string, part convert.Part) error {
 	if err != nil {
 		return nil
 	}
-	need := planWrites(p)
+	need := planWrites(p, mode)
 	have := dirBytes(filepath.Join(out, "prefill")) + dirBytes(filepath.Join(out, "decode"))
 	if need-have > free {
 		return fmt.Errorf("%s: %w: the conversion writes %s (%s of it there already), %s free", out, errNoSpace,
