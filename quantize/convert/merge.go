@@ -110,10 +110,12 @@ func (r *runner) partDone() (*Report, error) {
 }
 
 // Merge finishes a conversion that parts 0..N-1 wrote into dir (Run with RunOptions.Part): it
-// checks that every part finished the plan p, then writes the indexes, configs, side files,
-// report.json and the whole-conversion journal, exactly as a single Run does. The result is
-// byte-identical to a single Run of p (the journal files aside). It refuses, naming the parts,
-// when one is missing, unfinished or was run with another source or options.
+// checks that every part finished the plan p and that each of its files is still what the part
+// recorded (size and CRC-32C, as a resume checks: the merge reads every output file once), then
+// writes the indexes, configs, side files, report.json and the whole-conversion journal, exactly
+// as a single Run does. The result is byte-identical to a single Run of p (the journal files
+// aside). It refuses, naming the parts, when one is missing, unfinished, damaged since it
+// finished, or was run with another source or options.
 func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, error) {
 	ro.Part = Part{}
 	if err := ro.defaults(); err != nil {
@@ -187,8 +189,8 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 			}
 			// The file must still be what the part recorded (size and CRC-32C), as a resume checks.
 			size, sum, err := crcFile(ctx, filepath.Join(dir, filepath.FromSlash(u.Key)))
-			if err := ctx.Err(); err != nil {
-				return nil, err
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
 			}
 			if err != nil || size != fs.Size || fs.CRC32C == nil || sum != *fs.CRC32C {
 				if changed == 0 {
