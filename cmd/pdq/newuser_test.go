@@ -158,3 +158,15 @@ func TestNestedOutputRefused(t *testing.T) {
 	}
 	wantRun(t, exitFailure, []string{"no conversion to resume"}, "convert", src, "--out", junk, "--resume")
 }
+
+// TestPartCountBounded: a part count near 2^63, from the flags or the batch system's
+// environment, is refused as a usage error naming the most parts there can be.
+func TestPartCountBounded(t *testing.T) {
+	src := genSource(t, "--fp8", "--style", "glm4")
+	const huge = "9223372036854775807"
+	wantRun(t, exitUsage, []string{"at most"}, "plan", src, "--parts", huge)
+	wantRun(t, exitUsage, []string{"at most"}, "convert", src, "--out", filepath.Join(t.TempDir(), "o"), "--part", "0/"+huge)
+	t.Setenv("SLURM_ARRAY_TASK_ID", "0")
+	t.Setenv("SLURM_ARRAY_TASK_COUNT", huge)
+	wantRun(t, exitUsage, []string{"at most"}, "convert", src, "--out", filepath.Join(t.TempDir(), "o"))
+}

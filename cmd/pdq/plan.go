@@ -95,6 +95,9 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 	s := summarizePlan(p)
 	if parts > 0 {
 		if s.Parts, err = summarizeParts(p, parts); err != nil {
+			if errors.Is(err, convert.ErrBadPart) {
+				return usageError{err} // more parts than files
+			}
 			return err
 		}
 	}
