@@ -94,7 +94,7 @@ quality:
 ## demo: the main job end to end on a generated checkpoint (see README)
 demo: build
 	rm -rf $(DEMO)
-	$(BIN)/pdq testdata gen --out $(DEMO)/src --style deepseek --fp8 --size 48MiB
+	$(BIN)/pdq testdata gen --out $(DEMO)/src --style deepseek --fp8 --layers 8 --moe-intermediate 1024
 	$(BIN)/pdq inspect $(DEMO)/src
 	$(BIN)/pdq plan $(DEMO)/src
 	$(BIN)/pdq convert $(DEMO)/src --out $(DEMO)/out

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/calib"
+	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -197,6 +198,13 @@ func checkCoverage(st *calib.Stats, o calibInspectOptions, zero map[string]bool)
 		default:
 			c.Shared++
 		}
+		if !used[e.Module] {
+			// What convert reads of the entry, checked as convert checks it: E[x²] finite and
+			// non-negative; a Hessian finite, symmetric, with a non-negative diagonal.
+			if err := checkEntry(st, e); err != nil {
+				c.Mismatched = append(c.Mismatched, fmt.Sprintf("%s: %v", m.Name, err))
+			}
+		}
 		used[e.Module] = true
 	}
 	for _, n := range st.Modules() {
@@ -205,6 +213,19 @@ func checkCoverage(st *calib.Stats, o calibInspectOptions, zero map[string]bool)
 		}
 	}
 	return c, nil
+}
+
+// checkEntry reads the statistics of e that convert reads and returns what it would refuse.
+func checkEntry(st *calib.Stats, e *calib.Entry) error {
+	if _, err := st.SqMean(e); err != nil {
+		return err
+	}
+	if e.Hessian != nil {
+		if _, err := st.Hessian(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func quantilesInt(v []int64) []int64 {
@@ -232,8 +253,9 @@ func quantilesFloat(v []float64) []float64 {
 }
 
 func printCalibSummary(w io.Writer, s *calibSummary) {
+	w = termsafe.Writer(w) // the file's source and module names are the file's own text
 	fmt.Fprintf(w, "%s  sha256 %s\n", s.File, s.SHA256[:16])
-	fmt.Fprintf(w, "source: %s\ntokens: %d\n", s.Source, s.Tokens)
+	fmt.Fprintf(w, "source: %s\ntokens: %d\n", termsafe.Line(s.Source), s.Tokens)
 	fmt.Fprintf(w, "entries: %d (%d with Hessian, %d with E[|x|])\n", s.Entries, s.WithHessian, s.WithAbsMean)
 	if q := s.TokenQuantiles; q != nil {
 		fmt.Fprintf(w, "tokens per module: min %d, 10%% %d, median %d, 90%% %d, max %d\n", q[0], q[1], q[2], q[3], q[4])
@@ -261,7 +283,7 @@ func printCalibSummary(w io.Writer, s *calibSummary) {
 				fmt.Fprintf(w, "  %s: ... and %d more (--json lists all)\n", l.what, len(l.names)-5)
 				break
 			}
-			fmt.Fprintf(w, "  %s: %s\n", l.what, n)
+			fmt.Fprintf(w, "  %s: %s\n", l.what, termsafe.Line(n))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
 )
 
@@ -170,6 +172,11 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		}
 	}
 	_, statErr := os.Stat(filepath.Join(o.out, "report.json"))
+	if !o.split.merge {
+		if err := checkSpace(p, o.out, part, ro.PrefillMode); err != nil {
+			return err
+		}
+	}
 	rep, err := o.split.run(ctx, p, o.out, ro)
 	if bar != nil {
 		bar.Stop() // where it was: an interrupted run does not jump to 100%
@@ -178,7 +185,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 		if isBadOptions(err) || errors.Is(err, convert.ErrOverlapsSource) || errors.Is(err, convert.ErrBadPart) {
 			return usageError{err} // a run option (--prefill-mode) or an --out that overlaps SRC
 		}
-		return err
+		return withSpace(err, planWrites(p, ro.PrefillMode), o.out)
 	}
 	if !part.Whole() {
 		if o.quiet {
@@ -193,7 +200,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 	complete := resumed.Complete() && resumed.Any() && statErr == nil // shards and report were there
 	if o.asJSON {
 		short := *rep
-		short.Tensors = nil
+		short.Tensors = []convert.TensorReport{} // the rows are in report.json
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(short); err != nil {
@@ -257,24 +264,38 @@ func checkSQNRFloor(rep *convert.Report, floor float64) error {
 			msg += fmt.Sprintf("\n  ... and %d more (see report.json)", len(bad)-10)
 			break
 		}
-		msg += fmt.Sprintf("\n  %s  %.2f dB", t.Tensor, float64(t.SQNR))
+		msg += fmt.Sprintf("\n  %s  %s dB", termsafe.Line(t.Tensor), belowFloor(float64(t.SQNR), floor))
 	}
 	return fmt.Errorf("%s", msg)
+}
+
+// belowFloor formats v, which is below floor, with enough decimals to show that it is: 18.499
+// is "18.499", not "18.50" next to a floor of 18.50.
+func belowFloor(v, floor float64) string {
+	for prec := 2; prec < 17; prec++ {
+		if s := strconv.FormatFloat(v, 'f', prec, 64); s != strconv.FormatFloat(floor, 'f', prec, 64) {
+			return s
+		}
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // printReportSummary prints the per-role summary (the statistics of pdq report) and the worst
 // tensors.
 func printReportSummary(w io.Writer, rep *convert.Report, out string) {
+	w = termsafe.Writer(w) // names, paths and the calibration source come from files
 	fmt.Fprintf(w, "input %s -> prefill %s, decode %s  [%s]\n", formatBytes(rep.InputBytes), formatBytes(rep.PrefillBytes), formatBytes(rep.DecodeBytes), rep.Device)
 	writeGroups(w, rep.Tensors, true)
 	if len(rep.Worst) > 0 {
+		// The numbers first, the name last: a long name wraps at the end of its line, not
+		// through the columns.
 		fmt.Fprintln(w, "\nworst tensors:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for i, t := range rep.Worst {
 			if i == 5 {
 				break
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%.2f dB\trel RMSE %.4f\n", t.Tensor, t.Scheme, float64(t.SQNR), float64(t.RelRMSE))
+			fmt.Fprintf(tw, "  %.2f dB\trel RMSE %.4f\t%s\t%s\n", float64(t.SQNR), float64(t.RelRMSE), t.Scheme, termsafe.Line(t.Tensor))
 		}
 		tw.Flush()
 	}
@@ -283,14 +304,17 @@ func printReportSummary(w io.Writer, rep *convert.Report, out string) {
 		if c.WeightedSQNR != nil {
 			ws = fmt.Sprintf("%.2f dB", float64(*c.WeightedSQNR))
 		}
-		fmt.Fprintf(w, "\ncalibration %s (%d tokens, %s): method %s; modules by method: %s; no statistics %d, no tokens %d, no Hessian %d; activation-weighted SQNR %s\n",
-			c.File, c.Tokens, c.Source, c.Method, formatCounts(c.Modules), c.NoStats, c.NoTokens, c.NoHessian, ws)
+		// One fact per line, so that 80 columns never wrap through a word.
+		fmt.Fprintf(w, "\ncalibration %s (%d tokens, %s)\n", termsafe.Line(c.File), c.Tokens, termsafe.Line(c.Source))
+		fmt.Fprintf(w, "  method %s; modules by method: %s\n", c.Method, formatCounts(c.Modules))
+		fmt.Fprintf(w, "  no statistics %d, no tokens %d, no Hessian %d\n", c.NoStats, c.NoTokens, c.NoHessian)
+		fmt.Fprintf(w, "  activation-weighted SQNR %s\n", ws)
 		for i, n := range c.Notes {
 			if i == 5 {
 				fmt.Fprintf(w, "  ... %d more notes in report.json\n", len(c.Notes)-5)
 				break
 			}
-			fmt.Fprintf(w, "  %s\n", n)
+			fmt.Fprintf(w, "  %s\n", termsafe.Line(n))
 		}
 	}
 	var wrote []string

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"pdq/internal/termsafe"
 )
 
 // internalPrefixes are the names of pdq's own packages that start their error messages. They
@@ -35,7 +37,8 @@ func errorLine(cmd *cobra.Command, err error) string {
 			break
 		}
 	}
-	return name + ": " + msg
+	// Messages quote names read from files; what a terminal would act on is escaped still.
+	return termsafe.String(name + ": " + msg)
 }
 
 // exactArgs is cobra.ExactArgs that reports a usage error (exit status 2) naming the arguments

@@ -5,6 +5,7 @@ import (
 
 	"pdq/publish"
 	"pdq/publish/store"
+	"pdq/quantize"
 	"pdq/quantize/convert"
 )
 
@@ -14,11 +15,17 @@ var hints = []struct {
 	err  error
 	hint string
 }{
-	{convert.ErrNotEmpty, "use --resume to continue the conversion there, or --force to delete its earlier outputs and start over"},
+	{convert.ErrNotEmpty, "DIR holds no conversion journal, so there is nothing to resume: choose another --out, or --force to delete prefill/, decode/ and report.json there and start over"},
+	{convert.ErrNothingToResume, "there is nothing to continue: choose an empty or new --out (without --resume), or --force to delete prefill/, decode/ and report.json there and start over"},
+	{convert.ErrInsideOutput, "choose an --out beside that conversion's directory, not inside it"},
 	{convert.ErrOtherPlan, "rerun with the options the conversion was started with, or --force to start over (a part: remove DIR yourself)"},
 	{convert.ErrBadJournal, "delete the journal file named above, or use --force to start over"},
 	{convert.ErrSplitDir, "finish it with --merge after every part, continue it with --part I/N, or --force to start over"},
+	{convert.ErrLinkOutside, "replace the link by a copy of the file, or give the model's configuration with --config FILE"},
+	{quantize.ErrBadScale, "a block scale of the FP8 source is zero or not finite: a header-only checkpoint from pdq testdata gen holds no values (it is for pdq plan only); any other source is damaged there (fetch it again)"},
+	{errNoSpace, "free some space there or give an --out on a larger disk (pdq plan SRC shows each output's size)"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
+	{convert.ErrQuantizedSource, "pdq cannot requantize INT4 weights and no option changes that: give the model's BF16 or FP8 original as SRC (pdq inspect SRC names a checkpoint's layout)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no INT4 module"},
 	{convert.ErrBusy, "wait for that run to finish (or stop it); a crashed run holds no lock, so a rerun after a crash is never refused"},
@@ -27,6 +34,26 @@ var hints = []struct {
 	{store.ErrStalled, "check the server and the network, then rerun the same command: it resumes where it stopped (the timeout option of pdq publish and pull sets how long a silent request is waited for)"},
 	{store.ErrUnreachable, "check the endpoint's address and that the server runs, then rerun the same command: it resumes where it stopped"},
 	{convert.ErrPartsIncomplete, "run the parts named above (pdq plan SRC --parts N lists what each writes), then --merge again"},
+}
+
+// commandHints are hints that depend on the command that failed, tried before hints.
+var commandHints = []struct {
+	cmd  string
+	err  error
+	hint string
+}{
+	{"verify", convert.ErrQuantizedSource, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+	{"verify", convert.ErrNotOutput, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+}
+
+// hintForCommand returns the hint for err failing the command named cmd, or "".
+func hintForCommand(cmd string, err error) string {
+	for _, h := range commandHints {
+		if h.cmd == cmd && errors.Is(err, h.err) {
+			return h.hint
+		}
+	}
+	return hintFor(err)
 }
 
 // hintFor returns the hint for err, or "".

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
@@ -128,6 +129,7 @@ func runInspect(ctx context.Context, w io.Writer, src string, o inspectOptions) 
 }
 
 func printInspect(w io.Writer, r inspectReport) error {
+	w = termsafe.Writer(w) // names, paths and config strings come from files
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	index := "no index"
 	if r.Index {
@@ -143,7 +145,11 @@ func printInspect(w io.Writer, r inspectReport) error {
 	m := r.Model
 	if m.ModelType != "" || m.Hidden != 0 {
 		fmt.Fprintf(tw, "model\t%s %s\n", m.ModelType, strings.Join(m.Architectures, ","))
-		fmt.Fprintf(tw, "\thidden %d, %d layers (%d dense first), vocab %d\n", m.Hidden, m.Layers, m.DenseLayers, m.Vocab)
+		dense := ""
+		if m.Experts > 0 && m.DenseLayers > 0 { // only a mixture of experts has dense layers first
+			dense = fmt.Sprintf(" (%d dense first)", m.DenseLayers)
+		}
+		fmt.Fprintf(tw, "\thidden %d, %d layers%s, vocab %d\n", m.Hidden, m.Layers, dense, m.Vocab)
 		if m.Experts > 0 {
 			fmt.Fprintf(tw, "\t%d routed experts of %d (%d per token), %d shared, %d MTP layer(s)\n", m.Experts, m.MoEIntermediate, m.ExpertsPerTok, m.SharedExperts, m.MTPLayers)
 		}
@@ -176,7 +182,7 @@ func printInspect(w io.Writer, r inspectReport) error {
 	if sc := r.Scan; sc != nil {
 		fmt.Fprintf(w, "\nscan: read %s in %.2fs (%.0f MB/s); %d NaN, %d Inf", formatBytes(sc.Bytes), sc.Seconds, float64(sc.Bytes)/sc.Seconds/1e6, sc.NaN, sc.Inf)
 		if sc.FirstBad != "" {
-			fmt.Fprintf(w, "; first in %s", sc.FirstBad)
+			fmt.Fprintf(w, "; first in %s", termsafe.Line(sc.FirstBad))
 		}
 		fmt.Fprintln(w)
 	}
@@ -185,7 +191,7 @@ func printInspect(w io.Writer, r inspectReport) error {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "name\tdtype\tshape\tbytes\tshard")
 		for _, t := range r.List {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", t.Name, t.DType, t.Shape, t.Bytes, t.Shard)
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\n", termsafe.Line(t.Name), t.DType, t.Shape, t.Bytes, termsafe.Line(t.Shard))
 		}
 		tw.Flush()
 	}

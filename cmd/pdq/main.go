@@ -132,7 +132,7 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 		return exitInterrupted
 	}
 	fmt.Fprintln(stderr, errorLine(cmd, err))
-	if h := hintFor(err); h != "" {
+	if h := hintForCommand(cmd.Name(), err); h != "" {
 		fmt.Fprintln(stderr, "hint:", h)
 	}
 	var ue usageError

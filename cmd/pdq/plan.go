@@ -84,6 +84,9 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 	if parts < 0 {
 		return usagef("plan: --parts %d: want a number of parts, at least 1", parts)
 	}
+	if err := sf.checkOff(); err != nil {
+		return err
+	}
 	p, ck, err := openPlan(src, f)
 	if err != nil {
 		return err
@@ -92,6 +95,9 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 	s := summarizePlan(p)
 	if parts > 0 {
 		if s.Parts, err = summarizeParts(p, parts); err != nil {
+			if errors.Is(err, convert.ErrBadPart) {
+				return usageError{err} // more parts than files
+			}
 			return err
 		}
 	}

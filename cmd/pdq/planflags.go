@@ -68,6 +68,9 @@ func (f *planFlags) options() convert.Options {
 
 // check refuses flag values the plan would refuse, in the flags' own terms.
 func (f *planFlags) check() error {
+	if strings.EqualFold(strings.TrimSpace(f.method), "gptq") {
+		return usagef("--method gptq: GPTQ needs calibration statistics: give --calib FILE --calib-method gptq (--method picks the scale search, mse or rtn)")
+	}
 	switch f.groupSize {
 	case 0, 32, 64, 128:
 		return nil

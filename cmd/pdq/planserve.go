@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -33,7 +34,7 @@ func (f *serveFlags) add(cmd *cobra.Command) {
 	f.cmd = cmd
 	fl := cmd.Flags()
 	fl.IntVar(&f.gpus, "gpus", 8, "serving plan: GPUs of each pool (prefill, decode); a multiple of --tp")
-	fl.Var(bytesValue{&f.gpuMemory}, "gpu-memory", "serving plan: memory of one GPU, e.g. 141GiB; turns the serving plan on")
+	fl.Var(gpuBytesValue{bytesValue{&f.gpuMemory}}, "gpu-memory", "serving plan: memory of one GPU, e.g. 141GiB; turns the serving plan on")
 	fl.IntVar(&f.tp, "tp", 0, "serving plan: GPUs of one server, its tensor-parallel size for the experts (default --gpus; with vLLM and --dp: --tensor-parallel-size x --data-parallel-size)")
 	fl.IntVar(&f.ep, "ep", 1, "serving plan: expert-parallel size inside the TP group (1: experts split by TP; vLLM takes 1 or TP)")
 	fl.IntVar(&f.dp, "dp", 1, "serving plan: DP attention, attention data-parallel size inside one server (SGLang --enable-dp-attention --dp-size N; vLLM --data-parallel-size N with --tensor-parallel-size TP/N): each of the N ranks keeps its own requests' KV cache, attention weights are split TP/N ways (whole with --dp = --tp), the experts still across all --tp GPUs; must divide --tp; 1: off")
@@ -49,6 +50,32 @@ func (f *serveFlags) add(cmd *cobra.Command) {
 }
 
 func (f *serveFlags) enabled() bool { return f.gpuMemory > 0 || f.serve != "" }
+
+// checkOff refuses serving-plan flags given without --gpu-memory or --serve: they would be
+// ignored without a word.
+func (f *serveFlags) checkOff() error {
+	if f.enabled() || f.cmd == nil {
+		return nil
+	}
+	for _, name := range []string{"kv-cache-dtype", "gpus", "tp", "ep", "dp", "dp-lm-head", "mem-fraction", "reserve", "seq-len", "out"} {
+		if fl := f.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			return usagef("plan: --%s is a serving-plan flag: give --gpu-memory (the memory of one GPU, e.g. 141GiB) to plan serving", name)
+		}
+	}
+	return nil
+}
+
+// gpuBytesValue is --gpu-memory: a size that must name its unit, since a bare 141 is far more
+// likely 141 GiB than 141 bytes.
+type gpuBytesValue struct{ bytesValue }
+
+func (g gpuBytesValue) Set(s string) error {
+	t := strings.TrimSpace(s)
+	if _, err := strconv.ParseFloat(t, 64); err == nil {
+		return fmt.Errorf("%q has no unit: did you mean %sGiB (or %sGB)?", s, t, t)
+	}
+	return g.bytesValue.Set(s)
+}
 
 // servingSummary is the "serving" object of pdq plan --json.
 type servingSummary struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,8 +106,8 @@ func (b *progressBar) draw() {
 //
 //	convert [cpu]  45% [=========>          ] 1.62/3.66 GiB  12.30 MiB/s  ETA 12s  model.layers.3.mlp.experts.7.up_proj.weight
 //
-// When the terminal is narrow it shortens the bar (to no less than 10 columns) and truncates the
-// name from the left ("…experts.7.up_proj.weight"), then drops the rate, the name, the byte
+// When the terminal is narrow it shortens the bar (to no less than 10 columns) and the name,
+// keeping its layer ("L3 E7 up_proj", see shortName), then drops the rate, the name, the byte
 // counts, the ETA and the label's detail, in that order; a wide one gets a bar of 40 columns.
 func progressLine(width int, label string, done, total int64, elapsed time.Duration, name string) string {
 	const barMin, barMax, nameMin, nameWant = 10, 40, 16, 56
@@ -181,7 +182,7 @@ func progressLine(width int, label string, done, total int64, elapsed time.Durat
 			line += " " + strings.Join(tail, "  ")
 		}
 		if l.withName && name != "" {
-			line += "  " + leftTruncate(name, budget-cols(line)-2)
+			line += "  " + shortName(name, budget-cols(line)-2)
 		}
 		return truncateCols(line, budget)
 	}
@@ -202,6 +203,40 @@ func bar(w int, frac float64) string {
 
 // cols is the width of s in terminal columns (every rune of these lines is one column wide).
 func cols(s string) int { return utf8.RuneCountInString(s) }
+
+// shortName fits a tensor name into n columns keeping what says where the run is: the layer
+// (and expert) number and the end of the name. It drops the "model." prefix and the ".weight"
+// suffixes first, then writes the layer and expert compactly ("L17 E123 gate_proj"), then cuts
+// the middle after the layer ("L17 …gate_proj"); a name without a layer keeps its end.
+func shortName(s string, n int) string {
+	if cols(s) <= n {
+		return s
+	}
+	s = strings.TrimPrefix(s, "model.")
+	for _, suf := range []string{".weight_packed", ".weight"} {
+		s = strings.TrimSuffix(s, suf)
+	}
+	if cols(s) <= n {
+		return s
+	}
+	if m := layerName.FindStringSubmatch(s); m != nil {
+		head, rest := "L"+m[1]+" ", m[3]
+		if m[2] != "" {
+			head += "E" + m[2] + " "
+		}
+		if c := head + rest; cols(c) <= n {
+			return c
+		}
+		if keep := n - cols(head) - 1; keep >= 6 {
+			r := []rune(rest)
+			return head + "…" + string(r[len(r)-keep:])
+		}
+	}
+	return leftTruncate(s, n)
+}
+
+// layerName splits a name into its layer, its expert (or "") and the rest.
+var layerName = regexp.MustCompile(`^(?:.*?\.)?layers\.(\d+)\.(?:(?:mlp\.)?experts\.(\d+)\.)?(?:mlp\.)?(.+)$`)
 
 // leftTruncate keeps the end of s in n columns, marking a cut with "…".
 func leftTruncate(s string, n int) string {

@@ -6,6 +6,27 @@ import (
 	"time"
 )
 
+// TestShortName: a name cut to fit keeps its layer (and expert) number and its end.
+func TestShortName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		want string
+	}{
+		{"model.layers.17.mlp.experts.123.gate_proj.weight", 60, "model.layers.17.mlp.experts.123.gate_proj.weight"},
+		{"model.layers.17.mlp.experts.123.gate_proj.weight", 40, "layers.17.mlp.experts.123.gate_proj"},
+		{"model.layers.17.mlp.experts.123.gate_proj.weight", 20, "L17 E123 gate_proj"},
+		{"model.layers.17.self_attn.q_a_proj.weight", 20, "L17 …f_attn.q_a_proj"},
+		{"model.layers.3.mlp.shared_experts.down_proj.weight_packed", 16, "L3 …ts.down_proj"},
+		{"model.embed_tokens.weight", 10, "…ed_tokens"},
+	} {
+		got := shortName(tc.name, tc.n)
+		if got != tc.want || cols(got) > tc.n {
+			t.Errorf("shortName(%q, %d) = %q, want %q", tc.name, tc.n, got, tc.want)
+		}
+	}
+}
+
 // TestProgressLineFits: the line fits every width, keeps the most useful fields when narrow and
 // shows the whole tensor name when wide.
 func TestProgressLineFits(t *testing.T) {
@@ -16,8 +37,8 @@ func TestProgressLineFits(t *testing.T) {
 	}{
 		{200, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "GiB/s", "ETA ", name}, []string{"…"}},
 		{120, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", name}, []string{"…"}},
-		{90, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "…", "gate_proj.weight"}, nil},
-		{80, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA "}, nil},
+		{90, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "L17 E123 gate_proj"}, nil},
+		{80, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "L17 E123 gate_proj"}, nil},
 		{60, []string{"convert", " 45%", "ETA "}, nil},
 		{40, []string{" 45%"}, nil},
 		{20, nil, nil},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
 	"pdq/quantize/reportview"
 )
@@ -71,7 +72,7 @@ one self-contained page (no network needed) with the summary, a sortable table a
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.top, "top", 20, "tensors (or movers) to list; 0 for all")
-	fl.StringVar(&o.sort, "sort", "sqnr", "order: sqnr (lowest first), rel_rmse or max_abs_err (highest first), name; with --against, by the size of the change")
+	fl.StringVar(&o.sort, "sort", "sqnr", "order: sqnr (lowest first), rel_rmse or max_abs_err (highest first), name, weighted_sqnr (a calibrated run's activation-weighted SQNR, lowest first); with --against, by the size of the change")
 	fl.StringVar(&o.filter, "filter", "", "only tensors whose name matches this regular expression")
 	fl.StringSliceVar(&o.roles, "role", nil, "only these roles (repeat or comma-separate): routed_experts, shared_experts, attention, ...")
 	fl.StringVar(&o.output, "output", "", "only one output: prefill or decode")
@@ -155,6 +156,15 @@ func runReport(ctx context.Context, w, errw io.Writer, path string, o reportOpti
 	if err := checkRoles(q.Roles, rep, repB); err != nil {
 		return err
 	}
+	// The files asked for must be writable before the table is printed: a refusal after it
+	// would leave the table looking like the run's result.
+	for _, f := range []struct{ flag, path string }{{"--plot", o.plot}, {"--html", o.html}} {
+		if f.path != "" {
+			if err := checkWritable(f.path); err != nil {
+				return fmt.Errorf("report: %s %s: %w", f.flag, f.path, err)
+			}
+		}
+	}
 	th := reportview.Thresholds{SQNRBelow: o.failSQNRBelow, RelRMSEAbove: o.failRelRMSEAbove}
 	v := reportview.NewView(path, rep, q, th)
 	if repB != nil {
@@ -190,7 +200,11 @@ func runReport(ctx context.Context, w, errw io.Writer, path string, o reportOpti
 		if err := writeFileAtomic(o.html, func(w io.Writer) error { return reportview.WriteHTML(w, v) }); err != nil {
 			return err
 		}
-		fmt.Fprintf(errw, "wrote %s: summary, sortable table of %d tensors and pictures, one self-contained page\n", o.html, len(v.Selected))
+		table := fmt.Sprintf("%d tensors", len(v.Rows))
+		if len(v.Rows) < len(v.Selected) {
+			table = fmt.Sprintf("the %d of %d selected tensors that --top %d shows (--top 0 for all)", len(v.Rows), len(v.Selected), o.top)
+		}
+		fmt.Fprintf(errw, "wrote %s: summary, sortable table of %s and pictures, one self-contained page\n", o.html, table)
 	}
 	// The output lists the offenders (the table's FAIL section, the JSON "failures"); the error
 	// lists them when nothing printed them (-q, and --csv, which lists the --top rows).
@@ -254,9 +268,27 @@ func thresholdError(v *reportview.View, list bool) error {
 			fmt.Fprintf(&b, "\n  ... and %d more (--json lists all)", len(v.Failures)-10)
 			break
 		}
-		fmt.Fprintf(&b, "\n  %s %s: %s", f.Output, f.Tensor, strings.Join(f.Reasons, "; "))
+		fmt.Fprintf(&b, "\n  %s %s: %s", termsafe.Line(f.Output), termsafe.Line(f.Tensor), strings.Join(f.Reasons, "; "))
 	}
 	return fmt.Errorf("%s", b.String())
+}
+
+// checkWritable tells whether a file can be written at path (a temporary file created and removed
+// beside it), saying why not without naming the temporary file.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("is a directory (give a file name)")
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("cannot write in %s: %w", filepath.Dir(path), pe.Err)
+		}
+		return err
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
 }
 
 // writeFileAtomic renders into memory, then writes path through a temporary name and a rename,

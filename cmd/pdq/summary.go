@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
 	"pdq/quantize/reportview"
 )
@@ -77,10 +78,10 @@ func formatCounts(m map[string]int) string {
 // writeNotes prints the modules kept dense and the plan's warnings (to stderr: they are not the
 // command's result).
 func writeNotes(w io.Writer, skipped, warnings []string) {
-	for _, s := range skipped {
-		fmt.Fprintf(w, "kept dense (unsupported): %s\n", s)
+	for _, s := range skipped { // module names come from the source's headers
+		fmt.Fprintf(w, "kept dense (unsupported): %s\n", termsafe.Line(s))
 	}
 	for _, s := range warnings {
-		fmt.Fprintf(w, "warning: %s\n", s)
+		fmt.Fprintf(w, "warning: %s\n", termsafe.Line(s))
 	}
 }

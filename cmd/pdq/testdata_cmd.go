@@ -16,19 +16,20 @@ func init() { commands = append(commands, newTestdataCmd) }
 
 // genOptions are the flags of pdq testdata gen.
 type genOptions struct {
-	out        string
-	style      string
-	fp8        bool
-	dtype      string
-	size       int64
-	maxShard   int64
-	seed       uint64
-	config     string
-	headerOnly bool
-	layers     int
-	experts    int
-	vocab      int
-	workers    int
+	out             string
+	style           string
+	fp8             bool
+	dtype           string
+	size            int64
+	moeIntermediate int
+	maxShard        int64
+	seed            uint64
+	config          string
+	headerOnly      bool
+	layers          int
+	experts         int
+	vocab           int
+	workers         int
 }
 
 func newTestdataCmd() *cobra.Command {
@@ -79,6 +80,7 @@ full-size copy that costs no disk). The same flags and --seed always give byte-i
 	f.BoolVar(&o.headerOnly, "header-only", false, "write real headers and sparse files without data")
 	f.IntVar(&o.layers, "layers", 0, "override the number of layers (at least 1)")
 	f.IntVar(&o.experts, "experts", 0, "override the number of routed experts (at least 1)")
+	f.IntVar(&o.moeIntermediate, "moe-intermediate", 0, "override each routed expert's intermediate size (moe_intermediate_size; 1024 splits across 8 GPUs without the tensor-parallel warnings)")
 	f.IntVar(&o.vocab, "vocab", 0, "override the vocabulary size (at least 1): a real model's shapes without its embeddings' gigabytes")
 	f.IntVar(&o.workers, "workers", 0, "parallel generators (default: number of CPUs)")
 	gen.MarkFlagRequired("out")
@@ -121,6 +123,9 @@ func runGen(cmd *cobra.Command, o genOptions) error {
 	if o.vocab > 0 {
 		m.Vocab = o.vocab
 	}
+	if o.moeIntermediate > 0 {
+		m.MoEIntermediate = o.moeIntermediate
+	}
 	if o.maxShard == 0 {
 		data := synth.Options{Model: m, DType: dt, FP8: o.fp8}.DataBytes()
 		o.maxShard = min(max(1<<20, data/4), 2<<30)
@@ -131,5 +136,9 @@ func runGen(cmd *cobra.Command, o genOptions) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s model, %d layers, %d experts, %s of tensor data\n",
 		o.out, m.ModelType, m.Layers, m.Experts, formatBytes(opts.DataBytes()))
+	if data := opts.DataBytes(); o.size > 0 && o.config == "" && data > 2*o.size {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: --size %s is below the smallest %s model (%s), which was written; shrink it further with --vocab, --layers or --experts\n",
+			formatBytes(o.size), o.style, formatBytes(data))
+	}
 	return nil
 }

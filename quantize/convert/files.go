@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"pdq/internal/fsutil"
+	"pdq/safetensors"
 )
 
 // copyFile makes dst a copy of src (temporary name, then rename), with src's permission bits
 // at most 0644: a copy is never readable by more users than its source.
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, err := safetensors.OpenRegular(src) // a FIFO put in a side file's place is refused, not waited on
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -32,12 +31,10 @@ func (r *runner) finish() (*Report, error) {
 			return nil, err
 		}
 		if out.CopySource && !out.WriteConfig {
-			cfg := filepath.Join(p.Source.Dir, "config.json")
-			if p.ConfigFile != "" {
-				cfg = p.ConfigFile
-			}
-			if err := copyFile(cfg, filepath.Join(dir, "config.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, err
+			if p.Config != nil || p.ConfigFile != "" {
+				if err := copySourceConfig(p, filepath.Join(dir, "config.json")); err != nil {
+					return nil, err
+				}
 			}
 		} else if out.Config != nil {
 			b, err := json.MarshalIndent(out.Config, "", "  ")
@@ -50,7 +47,7 @@ func (r *runner) finish() (*Report, error) {
 		}
 		if out.CopySource {
 			if p.Source.IndexPath != "" {
-				if err := copyFile(p.Source.IndexPath, filepath.Join(dir, safetensors.IndexFileName)); err != nil {
+				if err := copySourceIndex(p.Source, filepath.Join(dir, safetensors.IndexFileName)); err != nil {
 					return nil, err
 				}
 			}

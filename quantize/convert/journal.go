@@ -47,6 +47,7 @@ type tensorKey struct{ shard, tensor string }
 type journal struct {
 	name   string // the file name in the output directory: JournalName, or a part's
 	PlanID string
+	Facts  map[string]string // what the plan ID was made of (planFacts), to say what differs
 	Shards map[string]*finishedShard
 	// Tensors are the finished tensors of unfinished shards: an interrupted run keeps them in
 	// the shard's temporary file, so a resumed one redoes less than a shard.
@@ -57,7 +58,8 @@ type journal struct {
 
 // journalHead is the first line of the journal file.
 type journalHead struct {
-	PlanID string `json:"plan_id"`
+	PlanID string            `json:"plan_id"`
+	Facts  map[string]string `json:"plan,omitempty"`
 }
 
 // newJournal is an empty journal kept in the file name.
@@ -80,7 +82,7 @@ func loadJournal(dir, name string) (*journal, error) {
 	if err := json.Unmarshal(lines[0], &head); err != nil {
 		return nil, fmt.Errorf("convert: %s: %w: %v", filepath.Join(dir, name), ErrBadJournal, err)
 	}
-	j.PlanID = head.PlanID
+	j.PlanID, j.Facts = head.PlanID, head.Facts
 	for _, line := range lines[1:] {
 		var fs finishedShard
 		if len(line) == 0 || json.Unmarshal(line, &fs) != nil || fs.Key == "" {
@@ -106,7 +108,7 @@ func loadJournal(dir, name string) (*journal, error) {
 func (j *journal) save(dir string) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	if err := enc.Encode(journalHead{PlanID: j.PlanID}); err != nil {
+	if err := enc.Encode(journalHead{PlanID: j.PlanID, Facts: j.Facts}); err != nil {
 		return err
 	}
 	keys := make([]string, 0, len(j.Shards))

@@ -69,7 +69,7 @@ func partCount(dir string) (int, error) {
 // checkSiblings refuses a part whose split differs from the parts already in dir: another
 // number of parts, or another plan (source or options). Parts of different splits would write
 // the same files.
-func checkSiblings(dir string, pt Part, id string) error {
+func checkSiblings(dir string, pt Part, pl *Plan, id string) error {
 	names, err := partJournals(dir)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func checkSiblings(dir string, pt Part, id string) error {
 			return err
 		}
 		if j.PlanID != "" && j.PlanID != id {
-			return fmt.Errorf("convert: %s: part %s: %w", dir, p, ErrOtherPlan)
+			return otherPlanError(dir, ": part "+p.String(), j.Facts, pl.planFacts())
 		}
 	}
 	return nil
@@ -110,16 +110,24 @@ func (r *runner) partDone() (*Report, error) {
 }
 
 // Merge finishes a conversion that parts 0..N-1 wrote into dir (Run with RunOptions.Part): it
-// checks that every part finished the plan p, then writes the indexes, configs, side files,
-// report.json and the whole-conversion journal, exactly as a single Run does. The result is
-// byte-identical to a single Run of p (the journal files aside). It refuses, naming the parts,
-// when one is missing, unfinished or was run with another source or options.
+// checks that every part finished the plan p and that each of its files is still what the part
+// recorded (size and CRC-32C, as a resume checks: the merge reads every output file once), then
+// writes the indexes, configs, side files, report.json and the whole-conversion journal, exactly
+// as a single Run does. The result is byte-identical to a single Run of p (the journal files
+// aside). It refuses, naming the parts, when one is missing, unfinished, damaged since it
+// finished, or was run with another source or options.
 func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, error) {
 	ro.Part = Part{}
 	if err := ro.defaults(); err != nil {
 		return nil, err
 	}
 	if err := checkApart(p.Source, dir); err != nil {
+		return nil, err
+	}
+	if err := checkNotNested(dir); err != nil {
+		return nil, err
+	}
+	if err := checkSourceLinks(p); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(dir); err != nil {
@@ -140,7 +148,7 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 	}
 	id := p.ID()
 	all := newJournal(JournalName)
-	all.PlanID = id
+	all.PlanID, all.Facts = id, p.planFacts()
 	var problems []string
 	for _, pp := range parts {
 		if err := ctx.Err(); err != nil {
@@ -161,18 +169,17 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 			problems = append(problems, fmt.Sprintf("part %s has not started", pp.Part))
 			continue
 		case j.PlanID != id:
-			problems = append(problems, fmt.Sprintf("part %s was run with another source or other options", pp.Part))
+			why := "another source or other options"
+			if d := planDiff(j.Facts, p.planFacts()); d != "" {
+				why += " (" + d + ")"
+			}
+			problems = append(problems, fmt.Sprintf("part %s was run with %s", pp.Part, why))
 			continue
 		}
-		left := 0
-		var first string
+		left, changed := 0, 0
+		var first, firstChanged string
 		for _, u := range pp.Units {
 			fs, ok := j.Shards[u.Key]
-			if ok {
-				if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(u.Key))); err != nil || fi.Size() != fs.Size {
-					ok = false // listed, but the file is gone or was cut since
-				}
-			}
 			if !ok {
 				if left == 0 {
 					first = u.Key
@@ -180,10 +187,25 @@ func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, er
 				left++
 				continue
 			}
+			// The file must still be what the part recorded (size and CRC-32C), as a resume checks.
+			size, sum, err := crcFile(ctx, filepath.Join(dir, filepath.FromSlash(u.Key)))
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			if err != nil || size != fs.Size || fs.CRC32C == nil || sum != *fs.CRC32C {
+				if changed == 0 {
+					firstChanged = u.Key
+				}
+				changed++
+				continue
+			}
 			all.Shards[u.Key] = fs
 		}
 		if left > 0 {
 			problems = append(problems, fmt.Sprintf("part %s has %d of %d files left (%s)", pp.Part, left, len(pp.Units), first))
+		}
+		if changed > 0 {
+			problems = append(problems, fmt.Sprintf("part %s has %d of %d files missing or changed since it finished (%s; run the part again to redo them)", pp.Part, changed, len(pp.Units), firstChanged))
 		}
 	}
 	if len(problems) > 0 {

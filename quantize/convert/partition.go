@@ -173,6 +173,11 @@ func (p *Plan) Partition(n int) ([]PartPlan, error) {
 		return nil, fmt.Errorf("%w: %d parts (want at least 1)", ErrBadPart, n)
 	}
 	us := p.units()
+	if n > len(us) {
+		// Each output file is written by one part: more parts would have nothing to do (and a
+		// count near 2^63 would ask for more memory than there is).
+		return nil, fmt.Errorf("%w: %d parts, but the conversion writes %d files: at most %d parts", ErrBadPart, n, len(us), len(us))
+	}
 	var total float64
 	for i := range us {
 		us[i].Cost += 1e-6 // every unit weighs something: empty shards spread too

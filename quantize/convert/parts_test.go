@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,7 +99,8 @@ func TestPartitionCoversOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range []int{1, 2, 3, 7, 64} {
+		files := len(whole[0].Units)
+		for _, n := range []int{1, 2, 3, 7, files} {
 			parts, err := p.Partition(n)
 			if err != nil {
 				t.Fatal(err)
@@ -123,6 +125,14 @@ func TestPartitionCoversOnce(t *testing.T) {
 			if len(seen) != len(whole[0].Units) || bytes != whole[0].Bytes {
 				t.Errorf("%d parts: %d files, %d bytes; whole: %d files, %d bytes", n, len(seen), bytes, len(whole[0].Units), whole[0].Bytes)
 			}
+		}
+	}
+	// More parts than output files, up to a count near 2^63, are refused without allocating.
+	p := plan(t, glm4Source(t), convert.Options{GroupSize: 32, MaxShardSize: 1 << 20})
+	whole, _ := p.Partition(1)
+	for _, n := range []int{len(whole[0].Units) + 1, 400000000, math.MaxInt} {
+		if _, err := p.Partition(n); !errors.Is(err, convert.ErrBadPart) || !strings.Contains(err.Error(), "at most") {
+			t.Errorf("%d parts: %v, want ErrBadPart naming the most", n, err)
 		}
 	}
 	if _, err := convert.ParsePart("3/3"); !errors.Is(err, convert.ErrBadPart) {
@@ -265,4 +275,46 @@ func TestRunLocks(t *testing.T) {
 		t.Fatalf("merge while part 1 runs: %v", err)
 	}
 	unlock()
+}
+
+// TestMergeRefusesDamagedPart: a part's shard damaged after the part finished (same size, a few
+// bytes overwritten) is refused by the merge, as a resume of a single run refuses it by its
+// recorded CRC-32C; running the part again redoes the file and the merge then succeeds.
+func TestMergeRefusesDamagedPart(t *testing.T) {
+	src := glm4Source(t)
+	o := convert.Options{GroupSize: 32, MaxShardSize: 1 << 20}
+	p := plan(t, src, o)
+	out := filepath.Join(t.TempDir(), "split")
+	for i := range 2 {
+		if _, err := convert.Run(context.Background(), p, out, convert.RunOptions{Part: convert.Part{Index: i, Count: 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, err := p.Partition(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := parts[1].Units[0].Key
+	f, err := os.OpenFile(filepath.Join(out, filepath.FromSlash(key)), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, fi.Size()-8); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = convert.Merge(context.Background(), p, out, convert.RunOptions{})
+	if !errors.Is(err, convert.ErrPartsIncomplete) || !strings.Contains(err.Error(), "part 1/2 has 1 of") || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), key) {
+		t.Fatalf("merge with a damaged shard of part 1: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+		t.Fatal("a refused merge wrote report.json")
+	}
+	if _, err := convert.Run(context.Background(), p, out, convert.RunOptions{Part: convert.Part{Index: 1, Count: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convert.Merge(context.Background(), p, out, convert.RunOptions{}); err != nil {
+		t.Fatalf("merge after the part ran again: %v", err)
+	}
 }

@@ -101,6 +101,12 @@ func finishReport(r *Report, sums map[[3]string]*roleAcc) {
 		worst = worst[:10]
 	}
 	r.Worst = worst
+	if r.Tensors == nil { // nothing measured (an FP8 source's prefill alone): an empty list, not null
+		r.Tensors = []TensorReport{}
+	}
+	if r.Summary == nil {
+		r.Summary = []RoleSummary{}
+	}
 }
 
 // roleAcc accumulates one (output, role, scheme) group of the summary.

@@ -115,6 +115,12 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	if err := checkApart(p.Source, dir); err != nil {
 		return nil, err
 	}
+	if err := checkNotNested(dir); err != nil {
+		return nil, err
+	}
+	if err := checkSourceLinks(p); err != nil {
+		return nil, err
+	}
 	unlock, err := lockDir(dir, ro.Part)
 	if err != nil {
 		return nil, err
@@ -125,7 +131,7 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 	}
 	id := p.ID()
 	if !ro.Part.Whole() {
-		if err := checkSiblings(dir, ro.Part, id); err != nil {
+		if err := checkSiblings(dir, ro.Part, p, id); err != nil {
 			return nil, err
 		}
 	}
@@ -134,9 +140,9 @@ func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, erro
 		return nil, err
 	}
 	if j.PlanID != "" && j.PlanID != id {
-		return nil, fmt.Errorf("convert: %s: %w", dir, ErrOtherPlan)
+		return nil, otherPlanError(dir, "", j.Facts, p.planFacts())
 	}
-	j.PlanID = id
+	j.PlanID, j.Facts = id, p.planFacts()
 	if err := verifyJournal(ctx, dir, j); err != nil {
 		return nil, err
 	}
@@ -294,7 +300,7 @@ func prepareDir(dir string, ro RunOptions) error {
 		}
 		return nil
 	case ro.Existing == Resume:
-		return nil
+		return checkResumable(dir, ents)
 	}
 	if len(parts) > 0 {
 		return fmt.Errorf("convert: %s: %w", dir, ErrSplitDir)

@@ -28,6 +28,13 @@ type Change struct {
 	DeltaRelRMSE report.Float `json:"delta_rel_rmse"`
 	MaxAbsErrA   report.Float `json:"max_abs_err_a"`
 	MaxAbsErrB   report.Float `json:"max_abs_err_b"`
+	// The activation-weighted SQNR of calibrated runs, where a side has it (the delta where
+	// both have).
+	WeightedSQNRA     *report.Float `json:"weighted_sqnr_db_a,omitempty"`
+	WeightedSQNRB     *report.Float `json:"weighted_sqnr_db_b,omitempty"`
+	DeltaWeightedSQNR *report.Float `json:"delta_weighted_sqnr_db,omitempty"`
+	CalibMethodA      string        `json:"calib_method_a,omitempty"`
+	CalibMethodB      string        `json:"calib_method_b,omitempty"`
 }
 
 // RoleDelta summarizes the changes of one output and role.
@@ -75,7 +82,12 @@ func Diff(a, b []report.TensorReport) (changes []Change, onlyA, onlyB []report.T
 			SQNRA: ta.SQNR, SQNRB: tb.SQNR, DeltaSQNR: report.Float(delta(float64(ta.SQNR), float64(tb.SQNR))),
 			RelRMSEA: ta.RelRMSE, RelRMSEB: tb.RelRMSE, DeltaRelRMSE: report.Float(delta(float64(ta.RelRMSE), float64(tb.RelRMSE))),
 			MaxAbsErrA: ta.MaxAbsErr, MaxAbsErrB: tb.MaxAbsErr,
+			WeightedSQNRA: ta.WeightedSQNR, WeightedSQNRB: tb.WeightedSQNR, CalibMethodA: ta.CalibMethod, CalibMethodB: tb.CalibMethod,
 		})
+		if ta.WeightedSQNR != nil && tb.WeightedSQNR != nil {
+			d := report.Float(delta(float64(*ta.WeightedSQNR), float64(*tb.WeightedSQNR)))
+			changes[len(changes)-1].DeltaWeightedSQNR = &d
+		}
 	}
 	for j := range b {
 		if !seen[j] {
@@ -105,6 +117,8 @@ func SortChanges(cs []Change, key SortKey) {
 			c = cmpFloat(-math.Abs(delta(float64(a.MaxAbsErrA), float64(a.MaxAbsErrB))),
 				-math.Abs(delta(float64(b.MaxAbsErrA), float64(b.MaxAbsErrB))))
 		case SortName:
+		case SortWeightedSQNR:
+			c = cmpFloat(-math.Abs(weightedOf(a.DeltaWeightedSQNR)), -math.Abs(weightedOf(b.DeltaWeightedSQNR)))
 		default:
 			c = cmpFloat(-math.Abs(float64(a.DeltaSQNR)), -math.Abs(float64(b.DeltaSQNR)))
 		}

@@ -100,11 +100,12 @@ func names(rows []report.TensorReport) []string {
 // csvColumns are the columns of WriteCSV for one report.
 var csvColumns = []string{"output", "tensor", "module", "role", "scheme", "group_size", "method", "layer", "expert",
 	"projection", "rows", "cols", "elements", "bytes", "sqnr_db", "rel_rmse", "rmse", "max_abs_err", "mean_abs_err",
-	"cosine", "clipped", "rtn_sqnr_db"}
+	"cosine", "clipped", "rtn_sqnr_db", "calib_method", "weighted_sqnr_db", "weighted_rel_rmse"}
 
 // csvDiffColumns are the columns of WriteCSV for a comparison.
 var csvDiffColumns = []string{"output", "tensor", "role", "layer", "expert", "projection", "scheme_a", "scheme_b",
-	"sqnr_db_a", "sqnr_db_b", "delta_sqnr_db", "rel_rmse_a", "rel_rmse_b", "delta_rel_rmse", "max_abs_err_a", "max_abs_err_b"}
+	"sqnr_db_a", "sqnr_db_b", "delta_sqnr_db", "rel_rmse_a", "rel_rmse_b", "delta_rel_rmse", "max_abs_err_a", "max_abs_err_b",
+	"weighted_sqnr_db_a", "weighted_sqnr_db_b", "delta_weighted_sqnr_db"}
 
 // WriteCSV writes the top rows (or, for a comparison, the top movers) with a header line. Infinite
 // values are written inf; a missing value is empty.
@@ -115,7 +116,8 @@ func WriteCSV(w io.Writer, v *View) error {
 		for _, c := range d.Movers {
 			cw.Write([]string{c.Output, c.Tensor, c.Role, strconv.Itoa(c.Layer), strconv.Itoa(c.Expert), c.Projection,
 				c.SchemeA, c.SchemeB, csvFloat(c.SQNRA), csvFloat(c.SQNRB), csvFloat(c.DeltaSQNR), csvFloat(c.RelRMSEA),
-				csvFloat(c.RelRMSEB), csvFloat(c.DeltaRelRMSE), csvFloat(c.MaxAbsErrA), csvFloat(c.MaxAbsErrB)})
+				csvFloat(c.RelRMSEB), csvFloat(c.DeltaRelRMSE), csvFloat(c.MaxAbsErrA), csvFloat(c.MaxAbsErrB),
+				csvOpt(c.WeightedSQNRA), csvOpt(c.WeightedSQNRB), csvOpt(c.DeltaWeightedSQNR)})
 		}
 	} else {
 		cw.Write(csvColumns)
@@ -132,11 +134,20 @@ func WriteCSV(w io.Writer, v *View) error {
 			cw.Write([]string{t.Output, t.Tensor, t.Module, t.Role, t.Scheme, strconv.Itoa(t.GroupSize), t.Method,
 				strconv.Itoa(t.Layer), strconv.Itoa(t.Expert), t.Projection, rows, cols, strconv.FormatInt(t.Elements, 10),
 				strconv.FormatInt(StoredBytes(t), 10), csvFloat(t.SQNR), csvFloat(t.RelRMSE), csvFloat(t.RMSE),
-				csvFloat(t.MaxAbsErr), csvFloat(t.MeanAbsErr), csvFloat(t.Cosine), strconv.FormatInt(t.Clipped, 10), rtn})
+				csvFloat(t.MaxAbsErr), csvFloat(t.MeanAbsErr), csvFloat(t.Cosine), strconv.FormatInt(t.Clipped, 10), rtn,
+				t.CalibMethod, csvOpt(t.WeightedSQNR), csvOpt(t.WeightedRelRMSE)})
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// csvOpt is an optional value: empty when absent.
+func csvOpt(f *report.Float) string {
+	if f == nil {
+		return ""
+	}
+	return csvFloat(*f)
 }
 
 func csvFloat(f report.Float) string {

@@ -149,7 +149,8 @@ func heatPanels(pts []point, delta bool) ([]heatPanel, error) {
 		for _, p := range ps {
 			l0, l1, e0, e1 = min(l0, p.layer), max(l1, p.layer), min(e0, p.expert), max(e1, p.expert)
 		}
-		if int64(l1-l0+1)*int64(e1-e0+1) > maxCells {
+		// l0, e0 ≥ 0 here; each side is compared alone first so that the product cannot overflow.
+		if l1-l0 >= maxCells || e1-e0 >= maxCells || (l1-l0+1)*(e1-e0+1) > maxCells {
 			return nil, fmt.Errorf("reportview: %s %s: layers %d..%d × experts %d..%d is too large a grid to plot", k.output, k.proj, l0, l1, e0, e1)
 		}
 		hp := heatPanel{output: k.output, projection: k.proj, layer0: l0, expert0: e0, layers: l1 - l0 + 1, experts: e1 - e0 + 1}

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"pdq/quantize/report"
+	"pdq/safetensors"
 )
 
 // ErrFormat marks a file that is not a report.json written by pdq convert.
@@ -17,9 +17,14 @@ var ErrFormat = errors.New("not a pdq report")
 // maxReportBytes bounds what Load reads: a report of a 1.5·10¹² parameter model is about 60 MB.
 const maxReportBytes = 1 << 30
 
+// maxIndex bounds a row's layer and expert numbers (models have hundreds of each): the views
+// index grids by them.
+const maxIndex = 1 << 20
+
 // Load reads and checks the report at path.
 func Load(path string) (*report.Report, error) {
-	f, err := os.Open(path)
+	// A FIFO or device in the report's place is refused, never waited on or read without end.
+	f, err := safetensors.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("reportview: %w", err)
 	}
@@ -41,12 +46,16 @@ func Decode(r io.Reader, name string) (*report.Report, error) {
 	// A report is an object with a "tensors" array; check the shape before decoding into
 	// the typed struct so that a different JSON file gets a clear message.
 	var probe struct {
+		Tool    string          `json:"tool"`
 		Tensors json.RawMessage `json:"tensors"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("reportview: %s: %w: %v", name, ErrFormat, err)
 	}
-	if t := bytes.TrimSpace(probe.Tensors); len(t) == 0 || t[0] != '[' {
+	// Earlier versions wrote "tensors": null for a conversion that measured nothing (--only
+	// prefill of an FP8 source); such a report names its tool.
+	t := bytes.TrimSpace(probe.Tensors)
+	if len(t) == 0 || (t[0] != '[' && !(probe.Tool != "" && bytes.Equal(t, []byte("null")))) {
 		return nil, fmt.Errorf("reportview: %s: no \"tensors\" list: %w", name, ErrFormat)
 	}
 	var rep report.Report
@@ -72,6 +81,10 @@ func checkRow(t *report.TensorReport) error {
 		return fmt.Errorf("tensor %q: negative element count %d: %w", t.Tensor, t.Elements, ErrFormat)
 	case t.GroupSize < -1: // -1 is one scale per output channel
 		return fmt.Errorf("tensor %q: group size %d: %w", t.Tensor, t.GroupSize, ErrFormat)
+	case t.Layer < -1 || t.Layer > maxIndex: // -1 is not in a layer
+		return fmt.Errorf("tensor %q: layer %d: %w (want -1 to %d)", t.Tensor, t.Layer, ErrFormat, maxIndex)
+	case t.Expert < -1 || t.Expert > maxIndex: // -1 is not a routed expert
+		return fmt.Errorf("tensor %q: expert %d: %w (want -1 to %d)", t.Tensor, t.Expert, ErrFormat, maxIndex)
 	}
 	for _, d := range t.Shape {
 		if d < 0 {

@@ -65,7 +65,9 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-// FuzzDecode feeds arbitrary bytes to the reader and every renderer: errors are fine, panics are not.
+// FuzzDecode feeds arbitrary bytes to the reader and every renderer (text, JSON, CSV, the PNG and
+// SVG plots, the HTML page), alone and compared with itself, under each sort key: errors are fine,
+// panics are not.
 func FuzzDecode(f *testing.F) {
 	fixture, err := os.ReadFile("testdata/report.json")
 	if err != nil {
@@ -75,22 +77,48 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"tensors": [{"tensor": "w", "output": "decode", "role": "routed_experts", "layer": 1, "expert": 2, "sqnr_db": null}]}`))
 	f.Add([]byte(`{"tensors": [{"tensor": "w", "output": "decode", "layer": 1000000, "expert": 1000000, "role": "routed_experts"}]}`))
 	f.Add([]byte(`{"tensors": []}`))
+	f.Add([]byte(`{"tensors": null}`))
+	// Indices near 2^63: once an index out of range and a makeslice panic; the grid-size guard
+	// overflowed before it compared.
+	f.Add([]byte(`{"tensors": [{"tensor": "a", "output": "decode", "role": "routed_experts", "scheme": "int4", "projection": "up_proj", "layer": 9223372036854775807, "expert": 0, "sqnr_db": 20},
+		{"tensor": "b", "output": "decode", "role": "routed_experts", "scheme": "int4", "projection": "up_proj", "layer": 0, "expert": 9223372036854775806, "sqnr_db": 21}]}`))
+	f.Add([]byte(`{"tensors": [{"tensor": "a", "output": "decode", "role": "routed_experts", "scheme": "int4", "projection": "up_proj", "layer": -9223372036854775808, "expert": -2, "sqnr_db": 20}]}`))
+	f.Add([]byte(`{"tensors": [{"tensor": "a", "output": "decode", "role": "routed_experts", "scheme": "int4", "projection": "up_proj", "layer": 0, "expert": 0, "sqnr_db": 1e308, "weighted_sqnr_db": -1e308, "rel_rmse": 1e308}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rep, err := Decode(bytes.NewReader(data), "fuzz.json")
 		if err != nil {
 			return
 		}
-		v := NewView("fuzz.json", rep, Query{Top: 5}, Thresholds{SQNRBelow: 20, RelRMSEAbove: 0.1})
-		v.Compare("fuzz.json", rep)
-		for _, render := range []func(*bytes.Buffer, *View) error{
-			func(b *bytes.Buffer, v *View) error { return WriteTable(b, v) },
-			func(b *bytes.Buffer, v *View) error { return WriteJSON(b, v) },
-			func(b *bytes.Buffer, v *View) error { return WriteCSV(b, v) },
-		} {
-			var b bytes.Buffer
-			if err := render(&b, v); err != nil {
-				t.Fatal(err)
+		for _, key := range []SortKey{SortSQNR, SortRelRMSE, SortName} {
+			v := NewView("fuzz.json", rep, Query{Top: 5, Sort: key}, Thresholds{SQNRBelow: 20, RelRMSEAbove: 0.1})
+			if key == SortSQNR {
+				renderAll(t, v)
 			}
+			v.Compare("fuzz.json", rep)
+			renderAll(t, v)
 		}
 	})
+}
+
+// renderAll renders v in every output mode; a render may refuse the view but never panic.
+func renderAll(t *testing.T, v *View) {
+	t.Helper()
+	for _, render := range []func(*bytes.Buffer, *View) error{
+		func(b *bytes.Buffer, v *View) error { return WriteTable(b, v) },
+		func(b *bytes.Buffer, v *View) error { return WriteJSON(b, v) },
+		func(b *bytes.Buffer, v *View) error { return WriteCSV(b, v) },
+	} {
+		var b bytes.Buffer
+		if err := render(&b, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, render := range []func(*bytes.Buffer, *View) error{
+		func(b *bytes.Buffer, v *View) error { return WritePlot(b, v, FormatSVG) },
+		func(b *bytes.Buffer, v *View) error { return WritePlot(b, v, FormatPNG) },
+		func(b *bytes.Buffer, v *View) error { return WriteHTML(b, v) },
+	} {
+		var b bytes.Buffer
+		_ = render(&b, v) // a figure too large to draw is refused with an error
+	}
 }

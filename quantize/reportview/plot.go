@@ -34,6 +34,7 @@ const (
 	histHeight  = 300
 	titleHeight = 36
 	barWidth    = 110 // the colour bar beside each heatmap, labels included
+	barGap      = 24  // between a heatmap and its colour bar
 	minMap      = 220
 	maxMap      = 520
 	maxRaster   = 8192 // pixels along one side of a heatmap raster
@@ -109,7 +110,7 @@ func (f *figure) draw(dc draw.Canvas) (err error) {
 		hp := &f.maps[i]
 		h := hp.height()
 		cmap := f.colourMap(hp.lo, hp.hi)
-		mapPlot(hp, cmap, f.delta).Draw(sub(0, figWidth-barWidth, h))
+		mapPlot(hp, cmap, f.delta).Draw(sub(0, figWidth-barWidth-barGap, h))
 		barPlot(cmap, f.delta).Draw(sub(figWidth-barWidth, figWidth, h))
 		top -= px(h)
 	}
@@ -186,14 +187,15 @@ func mapPlot(hp *heatPanel, cmap palette.ColorMap, delta bool) *plot.Plot {
 
 func barPlot(cmap palette.ColorMap, delta bool) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = " "
+	// The unit goes above the bar, level with the heatmap's title: written along the axis, on
+	// the bar's left, it touched the heatmap beside it.
+	p.Title.Text = "SQNR dB"
+	if delta {
+		p.Title.Text = "ΔSQNR dB"
+	}
 	p.Add(&colourBar{cmap: cmap})
 	p.HideX()
 	p.Y.Tick.Marker = shortTicks{}
-	p.Y.Label.Text = "SQNR dB"
-	if delta {
-		p.Y.Label.Text = "ΔSQNR dB"
-	}
 	return p
 }
 

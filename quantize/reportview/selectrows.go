@@ -21,10 +21,21 @@ const (
 	SortRelRMSE   SortKey = "rel_rmse"
 	SortMaxAbsErr SortKey = "max_abs_err"
 	SortName      SortKey = "name"
+	// SortWeightedSQNR orders a calibrated run by its activation-weighted SQNR, lowest first;
+	// rows without one (not INT4, or no statistics) come last.
+	SortWeightedSQNR SortKey = "weighted_sqnr"
 )
 
 // SortKeys lists the accepted sort orders.
-var SortKeys = []SortKey{SortSQNR, SortRelRMSE, SortMaxAbsErr, SortName}
+var SortKeys = []SortKey{SortSQNR, SortRelRMSE, SortMaxAbsErr, SortName, SortWeightedSQNR}
+
+// weightedOf is a row's weighted SQNR, NaN (sorted last) when it has none.
+func weightedOf(f *report.Float) float64 {
+	if f == nil {
+		return math.NaN()
+	}
+	return float64(*f)
+}
 
 // ParseSortKey checks a sort order given by name.
 func ParseSortKey(s string) (SortKey, error) {
@@ -88,6 +99,8 @@ func SortRows(rows []report.TensorReport, key SortKey) {
 		case SortMaxAbsErr:
 			c = cmpFloat(float64(b.MaxAbsErr), float64(a.MaxAbsErr))
 		case SortName:
+		case SortWeightedSQNR:
+			c = cmpFloat(weightedOf(a.WeightedSQNR), weightedOf(b.WeightedSQNR))
 		default:
 			c = cmpFloat(float64(a.SQNR), float64(b.SQNR))
 		}

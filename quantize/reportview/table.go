@@ -8,13 +8,14 @@ import (
 	"strconv"
 	"strings"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/report"
 )
 
 // WriteTable prints the view for people: a header, the summary, the top rows (or, for a
 // comparison, the per-role mean changes and the biggest movers) and the threshold failures.
 func WriteTable(w io.Writer, v *View) error {
-	ew := &errWriter{w: w}
+	ew := &errWriter{w: termsafe.Writer(w)} // names and the calibration source come from files
 	writeHeader(ew, "", v.Name, v.Report)
 	if v.Diff != nil {
 		writeHeader(ew, "against ", v.Diff.Name, v.Diff.Report)
@@ -31,9 +32,11 @@ func WriteTable(w io.Writer, v *View) error {
 }
 
 func writeHeader(w io.Writer, prefix, name string, rep *report.Report) {
-	fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeReport(rep))
+	// One line each: the fields come from the file, so newlines in them are escaped too.
+	name = termsafe.Line(name)
+	fmt.Fprintf(w, "%s%s: %s\n", prefix, name, termsafe.Line(describeReport(rep)))
 	if rep.Calibration != nil {
-		fmt.Fprintf(w, "%s%s: %s\n", prefix, name, describeCalibration(rep.Calibration))
+		fmt.Fprintf(w, "%s%s: %s\n", prefix, name, termsafe.Line(describeCalibration(rep.Calibration)))
 	}
 }
 
@@ -125,6 +128,8 @@ func sortWords(k SortKey, diff bool) string {
 			return "|Δ max abs err|"
 		case SortName:
 			return "name"
+		case SortWeightedSQNR:
+			return "|Δ weighted SQNR|"
 		}
 		return "|ΔSQNR|"
 	}
@@ -135,6 +140,8 @@ func sortWords(k SortKey, diff bool) string {
 		return "max abs error"
 	case SortName:
 		return "name"
+	case SortWeightedSQNR:
+		return "activation-weighted SQNR"
 	}
 	return "SQNR"
 }
@@ -199,10 +206,33 @@ func writeDiffTables(w io.Writer, v *View) {
 			what = "first"
 		}
 		fmt.Fprintf(w, "\n%s, %d of %d by %s:\n", what, len(d.Movers), len(d.Changes), sortWords(v.Query.Sort, true))
-		g := newGrid("output", "tensor", "scheme", "A dB", "B dB", "Δ dB", "rel RMSE A", "rel RMSE B").alignRight(3, 4, 5, 6, 7)
+		// Calibrated runs also show the change in the activation-weighted SQNR.
+		weighted := false
 		for _, c := range d.Movers {
-			g.add(c.Output, c.Tensor, schemePair(c.SchemeA, c.SchemeB), fmtFloat(float64(c.SQNRA), 2), fmtFloat(float64(c.SQNRB), 2),
-				fmtSigned(float64(c.DeltaSQNR), 3), fmtFloat(float64(c.RelRMSEA), 4), fmtFloat(float64(c.RelRMSEB), 4))
+			weighted = weighted || c.WeightedSQNRA != nil || c.WeightedSQNRB != nil
+		}
+		head := []string{"output", "tensor", "scheme", "A dB", "B dB", "Δ dB", "rel RMSE A", "rel RMSE B"}
+		right := []int{3, 4, 5, 6, 7}
+		if weighted {
+			head, right = append(head, "weighted A", "weighted B", "Δ weighted"), append(right, 8, 9, 10)
+		}
+		g := newGrid(head...).alignRight(right...)
+		opt := func(f *report.Float, signed bool) string {
+			switch {
+			case f == nil:
+				return "-"
+			case signed:
+				return fmtSigned(float64(*f), 3)
+			}
+			return fmtFloat(float64(*f), 2)
+		}
+		for _, c := range d.Movers {
+			cells := []string{c.Output, c.Tensor, schemePair(c.SchemeA, c.SchemeB), fmtFloat(float64(c.SQNRA), 2), fmtFloat(float64(c.SQNRB), 2),
+				fmtSigned(float64(c.DeltaSQNR), 3), fmtFloat(float64(c.RelRMSEA), 4), fmtFloat(float64(c.RelRMSEB), 4)}
+			if weighted {
+				cells = append(cells, opt(c.WeightedSQNRA, false), opt(c.WeightedSQNRB, false), opt(c.DeltaWeightedSQNR, true))
+			}
+			g.add(cells...)
 		}
 		g.write(w, "")
 	}
@@ -218,7 +248,7 @@ func writeDiffTables(w io.Writer, v *View) {
 			if i == 0 {
 				fmt.Fprintf(w, "\nonly in %s:\n", s.side)
 			}
-			fmt.Fprintf(w, "  %s  %s  %s\n", t.Output, t.Tensor, t.Scheme)
+			fmt.Fprintf(w, "  %s  %s  %s\n", termsafe.Line(t.Output), termsafe.Line(t.Tensor), termsafe.Line(t.Scheme))
 		}
 	}
 }

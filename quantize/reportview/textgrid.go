@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"pdq/internal/termsafe"
 )
 
 // grid is a text table whose numeric columns are right-aligned and the others left-aligned.
@@ -26,7 +28,13 @@ func (g *grid) alignRight(cols ...int) *grid {
 	return g
 }
 
-func (g *grid) add(cells ...string) { g.rows = append(g.rows, cells) }
+// add appends a row; cells are escaped for the terminal (tensor names come from files).
+func (g *grid) add(cells ...string) {
+	for i, c := range cells {
+		cells[i] = termsafe.Line(c)
+	}
+	g.rows = append(g.rows, cells)
+}
 
 // write prints the grid with two spaces between columns and indent before each line.
 func (g *grid) write(w io.Writer, indent string) {

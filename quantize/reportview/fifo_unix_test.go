@@ -1,0 +1,23 @@
+//go:build unix
+
+package reportview
+
+import (
+	"errors"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"pdq/safetensors"
+)
+
+// TestLoadRefusesFIFO: a FIFO given as the report is refused at once, not waited on.
+func TestLoadRefusesFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip(err)
+	}
+	if _, err := Load(path); !errors.Is(err, safetensors.ErrNotRegular) {
+		t.Fatalf("Load of a FIFO: %v, want ErrNotRegular", err)
+	}
+}
