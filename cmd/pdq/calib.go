@@ -180,7 +180,7 @@ func checkCoverage(st *calib.Stats, o calibInspectOptions, zero map[string]bool)
 	c := &coverage{Source: o.against, Missing: []string{}, NoTokens: []string{}, Mismatched: []string{}}
 	used := map[string]bool{}
 	for _, m := range p.Modules {
-		if m.Decode != convert.SchemeInt4 {
+		if m.Scheme(convert.KindDecode) != convert.SchemeInt4 {
 			continue
 		}
 		c.Targets++

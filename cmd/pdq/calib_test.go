@@ -38,7 +38,7 @@ func calibFixture(t *testing.T, kDelta int) (src, stats string) {
 	}
 	var mods []calib.ModuleStats
 	for _, m := range p.Modules {
-		if m.Decode != convert.SchemeInt4 || strings.HasSuffix(m.Name, "up_proj") || strings.Contains(m.Name, ".experts.1.") {
+		if m.Scheme(convert.KindDecode) != convert.SchemeInt4 || strings.HasSuffix(m.Name, "up_proj") || strings.Contains(m.Name, ".experts.1.") {
 			continue
 		}
 		ms := calib.ModuleStats{Name: m.Name, SqMean: make([]float32, m.Cols+kDelta), Tokens: 5}

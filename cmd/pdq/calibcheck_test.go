@@ -38,7 +38,7 @@ func TestCalibInspectChecksHessians(t *testing.T) {
 	}
 	var target *convert.Module
 	for _, m := range p.Modules {
-		if m.Decode == convert.SchemeInt4 {
+		if m.Scheme(convert.KindDecode) == convert.SchemeInt4 {
 			target = m
 			break
 		}

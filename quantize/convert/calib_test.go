@@ -21,7 +21,7 @@ func writeStats(t *testing.T, src, path string, seed uint64, kDelta int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	var mods []calib.ModuleStats
 	for _, m := range p.Modules {
-		if m.Decode != convert.SchemeInt4 || strings.HasSuffix(m.Name, ".up_proj") || strings.Contains(m.Name, ".experts.1.") {
+		if m.Scheme(convert.KindDecode) != convert.SchemeInt4 || strings.HasSuffix(m.Name, ".up_proj") || strings.Contains(m.Name, ".experts.1.") {
 			continue
 		}
 		k := m.Cols + kDelta

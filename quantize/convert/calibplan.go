@@ -58,7 +58,7 @@ func (p *Plan) planCalib() error {
 		return nil
 	}
 	for _, m := range p.Modules {
-		if m.Decode != SchemeInt4 {
+		if m.Scheme(KindDecode) != SchemeInt4 {
 			continue
 		}
 		mc := &ModuleCalib{Method: CalibNone, Tokens: -1}

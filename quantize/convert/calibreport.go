@@ -5,8 +5,8 @@ import (
 	"sort"
 )
 
-// setCalib records a module's calibration in its report row; res holds its slabs.
-func setCalib(t *TensorReport, mc *ModuleCalib, res []slabResult) {
+// setCalib records a module's calibration in its report row; res holds its slabs' results.
+func setCalib(t *TensorReport, mc *ModuleCalib, res []outResult) {
 	if mc == nil {
 		return
 	}

@@ -15,16 +15,13 @@ import (
 // directory without them is recognisably unfinished.
 func (r *runner) finish() (*Report, error) {
 	p := r.plan
-	for _, set := range []*shardSet{r.prefill, r.decode} {
-		if set != nil && !set.allDone() {
+	for _, set := range r.sets() {
+		if !set.allDone() {
 			return nil, fmt.Errorf("convert: internal: %s has unfinished shards", set.out.Kind)
 		}
 	}
 	extra := map[string]any{"producer": r.ro.Tool}
-	for _, out := range []*Output{p.Prefill, p.Decode} {
-		if out == nil {
-			continue
-		}
+	for _, out := range p.outputs() {
 		dir := filepath.Join(r.dir, string(out.Kind))
 		// Side files, then config.json, then the index: an output with an index is complete.
 		if err := copySideFiles(p.Source.Dir, dir); err != nil {

@@ -2,9 +2,8 @@ package convert
 
 import "pdq/safetensors"
 
-// The names of what convert writes, in one place: the output kinds, the tensors each scheme
-// writes for a module (FORMATS.md §3, §4), the tensor a report row measures, and the key of a
-// report record.
+// The names of what convert writes, in one place: the output kinds, the tensor name suffixes
+// the encodings write for a module (docs/FORMATS.md), and the key of a report record.
 
 // OutputKind names one of the two output checkpoints; it is also the directory name under the
 // output directory and the "output" of a report row.
@@ -25,12 +24,35 @@ const (
 	suffixWeightShape = ".weight_shape"     // INT4: the unpacked [N, K]
 )
 
-// scheme is what output kind does with m.
-func (m *Module) scheme(kind OutputKind) Scheme {
-	if kind == KindPrefill {
-		return m.Prefill
+// outputKinds are the outputs a conversion writes, in order: the prefill checkpoint, then the
+// decode checkpoint. A module has one scheme per entry (Module.Schemes), a run one shard set per
+// entry, a slab one result per entry.
+var outputKinds = []OutputKind{KindPrefill, KindDecode}
+
+// outputIndex is kind's position in outputKinds (-1 when it is none of them).
+func outputIndex(kind OutputKind) int {
+	for i, k := range outputKinds {
+		if k == kind {
+			return i
+		}
 	}
-	return m.Decode
+	return -1
+}
+
+// Scheme is what output kind does with m (SchemeCopy for an output it has no scheme for).
+func (m *Module) Scheme(kind OutputKind) Scheme {
+	if i := outputIndex(kind); i >= 0 && i < len(m.Schemes) {
+		return m.Schemes[i]
+	}
+	return SchemeCopy
+}
+
+// setScheme sets what output kind does with m.
+func (m *Module) setScheme(kind OutputKind, s Scheme) {
+	if len(m.Schemes) < len(outputKinds) {
+		m.Schemes = append(m.Schemes, make([]Scheme, len(outputKinds)-len(m.Schemes))...)
+	}
+	m.Schemes[outputIndex(kind)] = s
 }
 
 // denseFallback is the decode scheme of a module kept out of quantization: its bytes unchanged,
@@ -40,34 +62,6 @@ func (m *Module) denseFallback() Scheme {
 		return SchemeBF16
 	}
 	return SchemeCopy
-}
-
-// fp8ScaleName is the name of the block scales of an FP8-block tensor in output kind: the
-// DeepSeek name in prefill (what SGLang's and vLLM's DeepSeek loaders read), the
-// compressed-tensors name in decode.
-func (m *Module) fp8ScaleName(kind OutputKind) string {
-	if kind == KindPrefill {
-		return m.Name + suffixScaleInv
-	}
-	return m.Name + suffixScale
-}
-
-// valueTensor is the tensor of output kind whose reconstruction error the report row of m
-// measures, or "" when m has no row there (copied tensors).
-func (m *Module) valueTensor(kind OutputKind) string {
-	switch m.scheme(kind) {
-	case SchemeInt4:
-		if kind == KindDecode {
-			return m.Name + suffixPacked
-		}
-	case SchemeFP8Block:
-		return m.Name + suffixWeight
-	case SchemeBF16:
-		if kind == KindDecode {
-			return m.Name + suffixWeight
-		}
-	}
-	return ""
 }
 
 // recordKey identifies a report record: the output and the tensor it measures.

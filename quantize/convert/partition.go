@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"pdq/quantize"
 )
 
 // Part names one part of a conversion split across machines: part Index (0-based) of Count.
@@ -98,31 +96,7 @@ const (
 )
 
 // moduleCost estimates the CPU seconds module m costs in output kind.
-func (p *Plan) moduleCost(m *Module, kind OutputKind) float64 {
-	scheme := m.scheme(kind)
-	w := float64(m.Weight.NumElements())
-	var ns float64
-	switch scheme {
-	case SchemeInt4:
-		switch {
-		case m.Calib != nil && m.Calib.Method == CalibGPTQ:
-			ns = nsGPTQPerCol * float64(m.Cols)
-		case m.Calib != nil:
-			ns = nsInt4Weighted
-		case p.Options.Method == quantize.MethodRTN:
-			ns = nsInt4RTN
-		default:
-			ns = nsInt4MSE
-		}
-	case SchemeFP8Block:
-		ns = nsFP8Block
-	case SchemeBF16:
-		ns = nsDense
-	default:
-		return float64(m.Weight.ByteSize()) * nsCopyByte * 1e-9
-	}
-	return w * ns * 1e-9
-}
+func (p *Plan) moduleCost(m *Module, kind OutputKind) float64 { return p.bound(m, kind).Cost() }
 
 // units lists every file of the conversion, each with its cost, in the order parts take them:
 // by the first module each holds, so a part's prefill and decode shards cover the same modules

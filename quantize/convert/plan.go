@@ -154,19 +154,22 @@ func (o *Options) defaults() error {
 
 // Module is one unit of conversion: a Linear weight with its scale companion, or a plain tensor.
 type Module struct {
-	Name    string              // module name ("model.layers.3.mlp.experts.7.up_proj") or tensor name
-	Role    rules.Role          // what it does in the model
-	Linear  bool                // a Linear weight (quantizable)
-	Weight  *safetensors.Tensor // the weight, or the plain tensor
-	Scale   *safetensors.Tensor // FP8 scale companion (weight_scale_inv or weight_scale), or nil
-	Rows    int                 // out features (N)
-	Cols    int                 // in features (K)
-	Decode  Scheme
-	Prefill Scheme
+	Name   string              // module name ("model.layers.3.mlp.experts.7.up_proj") or tensor name
+	Role   rules.Role          // what it does in the model
+	Linear bool                // a Linear weight (quantizable)
+	Weight *safetensors.Tensor // the weight, or the plain tensor
+	Scale  *safetensors.Tensor // FP8 scale companion (weight_scale_inv or weight_scale), or nil
+	Rows   int                 // out features (N)
+	Cols   int                 // in features (K)
+	// Schemes is what each output does with the module, indexed like the outputs a conversion
+	// writes: prefill, then decode (see Scheme).
+	Schemes []Scheme
 	// Skipped says why a target was kept dense under --on-unsupported skip.
 	Skipped string
 	// Calib is how calibration statistics quantize an INT4 module (nil without statistics).
 	Calib *ModuleCalib
+
+	bound []Bound // per output: its encoding bound to the module (Plan.bindAll)
 }
 
 // Output is the planned layout of one output checkpoint.
@@ -215,6 +218,17 @@ type Plan struct {
 	// ConfigFile, when set, is the config.json the outputs get instead of the source's (see
 	// UseConfigFile); ConfigSHA256 is its hash, part of the plan ID.
 	ConfigFile, ConfigSHA256 string
+}
+
+// outputs lists the outputs the plan writes, in order (prefill, then decode).
+func (p *Plan) outputs() []*Output {
+	var outs []*Output
+	for _, o := range []*Output{p.Prefill, p.Decode} {
+		if o != nil {
+			outs = append(outs, o)
+		}
+	}
+	return outs
 }
 
 // UseConfigFile records that Config was read from path (a config.json given for a source that
@@ -267,6 +281,7 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	if err := p.planCalib(); err != nil {
 		return nil, err
 	}
+	p.bindAll()
 	if o.Only != KindDecode {
 		if p.Prefill, err = p.planPrefill(); err != nil {
 			return nil, err
@@ -312,7 +327,10 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 			continue
 		}
 		module, suffix := rules.ModuleOf(t.Name)
-		m := &Module{Name: t.Name, Role: rules.RoleOf(t.Name), Weight: t, Decode: SchemeCopy, Prefill: SchemeCopy}
+		m := &Module{Name: t.Name, Role: rules.RoleOf(t.Name), Weight: t}
+		for _, kind := range outputKinds {
+			m.setScheme(kind, SchemeCopy)
+		}
 		linear := suffix == "weight" && len(t.Shape) == 2 && !neverQuantized[m.Role]
 		if linear && (t.DType.IsFloat() || t.DType == safetensors.F8E4M3) {
 			m.Name, m.Linear = module, true
@@ -354,12 +372,12 @@ func (p *Plan) skipSiblings() {
 	}
 	for _, m := range p.Modules {
 		cause, ok := skippedParent[parentOf(m.Name)]
-		if !ok || m.Decode != SchemeInt4 {
+		if !ok || m.Scheme(KindDecode) != SchemeInt4 {
 			continue
 		}
 		m.Skipped = "kept with " + cause + " (one scheme per expert)"
 		p.Skipped = append(p.Skipped, m.Name+": "+m.Skipped)
-		m.Decode = m.denseFallback()
+		m.setScheme(KindDecode, m.denseFallback())
 	}
 }
 
@@ -387,14 +405,14 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 	fp8 := m.Weight.DType == safetensors.F8E4M3
 	// Prefill: FP8 sources pass through whole; dense sources get FP8 blocks.
 	if !fp8Source && !ignored {
-		m.Prefill = SchemeFP8Block
+		m.setScheme(KindPrefill, SchemeFP8Block)
 	}
 	// Decode: targets to INT4, the rest per --decode-dense.
+	decode := m.denseFallback()
 	switch {
 	case ignored:
-		m.Decode = m.denseFallback()
 	case isTarget:
-		m.Decode = SchemeInt4
+		decode = SchemeInt4
 		g := o.group(m.Cols)
 		var why string
 		switch {
@@ -411,19 +429,18 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 			}
 			m.Skipped = why
 			p.Skipped = append(p.Skipped, m.Name+": "+why)
-			m.Decode = m.denseFallback()
+			decode = m.denseFallback()
 		}
 	case o.DecodeDense == DenseFP8:
-		m.Decode = SchemeFP8Block
+		decode = SchemeFP8Block
 		if fp8 {
-			m.Decode = SchemeFP8Keep
+			decode = SchemeFP8Keep
 		}
-	default:
-		m.Decode = m.denseFallback()
 	}
-	if fp8 && m.Decode == SchemeFP8Keep && !isBlockScale(m) {
-		m.Decode = SchemeBF16 // per-channel FP8 has no block form to keep
+	if fp8 && decode == SchemeFP8Keep && !isBlockScale(m) {
+		decode = SchemeBF16 // per-channel FP8 has no block form to keep
 	}
+	m.setScheme(KindDecode, decode)
 	return nil
 }
 
@@ -437,35 +454,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // OutputSpecs returns the tensors module m contributes to output kind.
 func (p *Plan) OutputSpecs(m *Module, kind OutputKind) []safetensors.TensorSpec {
-	scheme := m.scheme(kind)
-	n, k := int64(m.Rows), int64(m.Cols)
-	w := m.Weight
-	switch scheme {
-	case SchemeInt4:
-		g := int64(p.Options.group(m.Cols))
-		return []safetensors.TensorSpec{
-			{Name: m.Name + suffixPacked, DType: safetensors.I32, Shape: []int64{n, k / 8}},
-			{Name: m.Name + suffixScale, DType: safetensors.BF16, Shape: []int64{n, k / g}},
-			{Name: m.Name + suffixWeightShape, DType: safetensors.I64, Shape: []int64{2}},
-		}
-	case SchemeFP8Block:
-		return []safetensors.TensorSpec{
-			{Name: m.Name + suffixWeight, DType: safetensors.F8E4M3, Shape: []int64{n, k}},
-			{Name: m.fp8ScaleName(kind), DType: safetensors.F32, Shape: []int64{ceilDiv(n, FP8BlockSize), ceilDiv(k, FP8BlockSize)}},
-		}
-	case SchemeFP8Keep:
-		return []safetensors.TensorSpec{
-			{Name: m.Name + suffixWeight, DType: safetensors.F8E4M3, Shape: w.Shape},
-			{Name: m.Name + suffixScale, DType: m.Scale.DType, Shape: m.Scale.Shape},
-		}
-	case SchemeBF16:
-		return []safetensors.TensorSpec{{Name: m.Name + suffixWeight, DType: safetensors.BF16, Shape: w.Shape}}
-	}
-	specs := []safetensors.TensorSpec{{Name: w.Name, DType: w.DType, Shape: w.Shape}}
-	if m.Scale != nil { // an FP8 module copied whole (prefill of an FP8 source is a file copy, so decode only)
-		specs = append(specs, safetensors.TensorSpec{Name: m.Scale.Name, DType: m.Scale.DType, Shape: m.Scale.Shape})
-	}
-	return specs
+	return p.bound(m, kind).Specs()
 }
 
 func (p *Plan) planOutput(kind OutputKind) (*Output, error) {
@@ -512,7 +501,7 @@ func (p *Plan) planDecode() (*Output, error) {
 func (p *Plan) Counts(kind OutputKind) map[string]map[string]int {
 	c := map[string]map[string]int{}
 	for _, m := range p.Modules {
-		s := m.scheme(kind)
+		s := m.Scheme(kind)
 		if c[string(m.Role)] == nil {
 			c[string(m.Role)] = map[string]int{}
 		}

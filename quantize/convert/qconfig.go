@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"fmt"
+	"sort"
 	"strings"
 
 	"pdq/quantize/engines"
@@ -22,7 +24,7 @@ func (p *Plan) prefillConfig() map[string]any {
 	}
 	var dense []string
 	for _, m := range p.Modules {
-		if m.Linear && m.Prefill != SchemeFP8Block {
+		if m.Linear && m.Scheme(KindPrefill) != SchemeFP8Block {
 			dense = append(dense, m.Name)
 		}
 	}
@@ -33,69 +35,82 @@ func (p *Plan) prefillConfig() map[string]any {
 	return c
 }
 
-// int4Weights is the compressed-tensors weight quantization args of the INT4 group.
-func (p *Plan) int4Weights() map[string]any {
-	w := map[string]any{
-		"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": p.Options.GroupSize,
-		"dynamic": false, "actorder": nil, "observer": "minmax", "observer_kwargs": map[string]any{},
-		"block_structure": nil,
-	}
-	if p.Options.GroupSize == PerChannel {
-		w["strategy"], w["group_size"] = "channel", nil
-	}
-	return w
-}
-
 // decodeConfig is the source config with the compressed-tensors quantization_config of the decode
-// checkpoint: INT4 routed experts, every other Linear listed in "ignore" (or, with --decode-dense
-// fp8, in an FP8 block group).
+// checkpoint: one config group per family of encodings the modules use (the targets' first,
+// matching every Linear; the others by name patterns), every other Linear listed in "ignore".
 func (p *Plan) decodeConfig() map[string]any {
 	c := cloneConfig(p.Config)
-	var int4, fp8, dense []string
+	primary := encodings[SchemeInt4].(ctGrouped)
+	key0, format, frag0 := primary.ctGroup(&p.Options)
+	members := map[string][]string{key0: nil}
+	frags := map[string]map[string]any{key0: frag0}
+	formats := map[string]string{key0: format}
+	var dense, all []string
 	for _, m := range p.Modules {
 		if !m.Linear && !isHeadOrRouter(m) {
 			continue
 		}
 		name := strings.TrimSuffix(m.Name, ".weight") // head and router are planned as plain tensors
-		switch m.Decode {
-		case SchemeInt4:
-			int4 = append(int4, name)
-		case SchemeFP8Block, SchemeFP8Keep:
-			fp8 = append(fp8, name)
-		default:
+		g, ok := encodings[m.Scheme(KindDecode)].(ctGrouped)
+		if !ok {
 			dense = append(dense, name)
+			continue
+		}
+		all = append(all, name)
+		key, f, frag := g.ctGroup(&p.Options)
+		members[key] = append(members[key], name)
+		frags[key], formats[key] = frag, f
+	}
+	others := func(key string) []string { // every grouped module outside group key, and the dense ones
+		in := make(map[string]bool, len(members[key]))
+		for _, n := range members[key] {
+			in[n] = true
+		}
+		var o []string
+		for _, n := range all {
+			if !in[n] {
+				o = append(o, n)
+			}
+		}
+		return append(o, dense...)
+	}
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		if k != key0 {
+			keys = append(keys, k)
 		}
 	}
-	groups := map[string]any{
-		"group_0": map[string]any{
-			"targets": []string{"Linear"}, "format": "pack-quantized", "weights": p.int4Weights(),
-			"input_activations": nil, "output_activations": nil,
-		},
-	}
-	format := "pack-quantized"
-	if len(fp8) > 0 {
+	sort.Strings(keys)
+	groups := map[string]any{"group_0": withTargets(frags[key0], []string{"Linear"})}
+	for i, k := range keys {
+		groups[fmt.Sprintf("group_%d", i+1)] = withTargets(frags[k], Patterns(members[k], others(k)))
 		format = "mixed-precision"
-		groups["group_1"] = map[string]any{
-			"targets": Patterns(fp8, append(int4, dense...)), "format": "float-quantized",
-			"weights": map[string]any{
-				"num_bits": 8, "type": "float", "symmetric": true, "strategy": "block",
-				"block_structure": []int{FP8BlockSize, FP8BlockSize}, "group_size": nil, "dynamic": false,
-				"actorder": nil, "observer": "minmax", "observer_kwargs": map[string]any{},
-			},
-			"input_activations": map[string]any{
-				"num_bits": 8, "type": "float", "symmetric": true, "strategy": "group", "group_size": FP8BlockSize,
-				"dynamic": true, "actorder": nil, "observer": nil, "observer_kwargs": map[string]any{},
-			},
-			"output_activations": nil,
-		}
 	}
 	c["quantization_config"] = map[string]any{
 		"quant_method": "compressed-tensors", "format": format, "quantization_status": "compressed",
-		"config_groups": groups, "ignore": Patterns(dense, append(int4, fp8...)),
+		"config_groups": groups, "ignore": Patterns(dense, all),
 		"kv_cache_scheme": nil, "sparsity_config": map[string]any{}, "global_compression_ratio": nil,
 		"version": compressedTensorsVersion,
 	}
 	return c
+}
+
+// ctGrouped is implemented by the encodings whose modules form a compressed-tensors config group
+// of the decode checkpoint; a module whose encoding is not is listed in "ignore".
+type ctGrouped interface {
+	// ctGroup returns the group's key (encodings with one key share a group), its format and its
+	// config group without "targets".
+	ctGroup(o *Options) (key, format string, group map[string]any)
+}
+
+// withTargets returns a copy of a config group with its targets.
+func withTargets(group map[string]any, targets []string) map[string]any {
+	g := make(map[string]any, len(group)+1)
+	for k, v := range group {
+		g[k] = v
+	}
+	g["targets"] = targets
+	return g
 }
 
 // isHeadOrRouter reports modules the engines build as Linear layers although pdq never quantizes

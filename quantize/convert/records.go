@@ -8,38 +8,35 @@ import (
 func (r *runner) moduleRecords(mi int) {
 	m := r.plan.Modules[mi]
 	res := r.results[mi]
-	add := func(kind OutputKind, pick func(*slabResult) *quantize.Metrics) {
-		tensor, scheme := m.valueTensor(kind), m.scheme(kind)
-		if tensor == "" {
-			return
+	for k, emit := range r.emits[mi] {
+		kind := outputKinds[k]
+		b := r.plan.bound(m, kind)
+		tensor := b.ValueTensor()
+		if !emit || tensor == "" {
+			continue
 		}
-		rtn := scheme == SchemeInt4
-		var total, rtnTotal quantize.Metrics
+		outs := make([]outResult, len(res))
+		var total quantize.Metrics
 		for i := range res {
-			total.Merge(*pick(&res[i]))
-			if rtn {
-				rtnTotal.Merge(res[i].rtn)
-			}
+			outs[i] = res[i].outs[k]
+			total.Merge(outs[i].met)
 		}
-		row := newTensorReport(kind, m, tensor, scheme, total)
+		row := newTensorReport(kind, m, tensor, b.Scheme(), total)
 		rec := record{Row: row, M: total}
-		if rtn {
-			v := Float(rtnTotal.SQNR())
-			rec.Row.RTNSQNR, rec.RTN = &v, &rtnTotal
-			rec.Row.GroupSize, rec.Row.Method = r.plan.Options.GroupSize, string(r.plan.Options.Method)
-			setCalib(&rec.Row, m.Calib, res)
+		if an, ok := b.(annotator); ok {
+			an.annotate(&rec, outs)
 		}
 		r.jmu.Lock()
 		r.records[recordKey{kind, tensor}] = []record{rec}
 		r.jmu.Unlock()
 	}
-	if r.emits[mi][0] {
-		add(KindPrefill, func(x *slabResult) *quantize.Metrics { return &x.prefill })
-	}
-	if r.emits[mi][1] {
-		add(KindDecode, func(x *slabResult) *quantize.Metrics { return &x.decode })
-	}
 	r.results[mi] = nil
+}
+
+// annotator is implemented by the bound encodings whose report rows say more than the error of
+// the written bytes (INT4: the reference rule's figure, the group size, the method, calibration).
+type annotator interface {
+	annotate(rec *record, outs []outResult)
 }
 
 // journalTensor records a tensor finished in a shard still open, with its CRC-32C and its
@@ -104,9 +101,9 @@ func (r *runner) report() *Report {
 		rep.DecodeBytes = p.Decode.Bytes(p.Source)
 	}
 	sums := map[[3]string]*roleAcc{}
-	for _, kind := range []OutputKind{KindPrefill, KindDecode} {
+	for _, kind := range outputKinds {
 		for _, m := range p.Modules {
-			tensor := m.valueTensor(kind)
+			tensor := p.bound(m, kind).ValueTensor()
 			recs := r.records[recordKey{kind, tensor}]
 			if tensor == "" || len(recs) == 0 {
 				continue

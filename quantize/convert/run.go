@@ -83,22 +83,22 @@ const DefaultMaxMemory = 4 << 30
 
 // runner is the state of one conversion.
 type runner struct {
-	plan            *Plan
-	ro              RunOptions
-	dir             string
-	prefill, decode *shardSet
-	journal         *journal
-	jmu             sync.Mutex
-	results         [][]slabResult
-	left            []atomic.Int32 // slabs left per module
-	records         map[recordKey][]record
-	done            atomic.Int64
-	total           int64
-	budget          *budget
-	own             map[string]bool // a part's files (journal keys); nil: every file
-	emits           [][2]bool       // per module: whether this run computes its prefill, decode tensors
-	factors         factorCache     // GPTQ factors shared by modules reading the same input
-	raws            rawBufs         // slab read buffers
+	plan    *Plan
+	ro      RunOptions
+	dir     string
+	outs    []*shardSet // per output (indexed like outputKinds): nil when not written here
+	journal *journal
+	jmu     sync.Mutex
+	results [][]slabResult
+	left    []atomic.Int32 // slabs left per module
+	records map[recordKey][]record
+	done    atomic.Int64
+	total   int64
+	budget  *budget
+	own     map[string]bool // a part's files (journal keys); nil: every file
+	emits   [][]bool        // per module and output: whether this run computes its tensors
+	factors factorCache     // GPTQ factors shared by modules reading the same input
+	raws    rawBufs         // slab read buffers
 }
 
 // Run executes plan p into dir (dir/prefill, dir/decode, dir/report.json) and returns the report.
@@ -211,19 +211,15 @@ func (ro *RunOptions) defaults() error {
 // keys of the files this run may write (a part's), the rest count as written by others.
 func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bool) (*runner, error) {
 	r := &runner{plan: p, ro: ro, dir: dir, journal: j, own: own, records: map[recordKey][]record{}, budget: newBudget(ro.MaxMemory)}
-	for _, out := range []*Output{p.Prefill, p.Decode} {
-		if out == nil || out.CopySource {
+	r.outs = make([]*shardSet, len(outputKinds))
+	for _, out := range p.outputs() {
+		if out.CopySource {
 			continue
 		}
 		if err := os.MkdirAll(filepath.Join(dir, string(out.Kind)), 0o755); err != nil {
 			return nil, fmt.Errorf("convert: %w", err)
 		}
-		set := newShardSet(out, filepath.Join(dir, string(out.Kind)), j, own)
-		if out.Kind == "prefill" {
-			r.prefill = set
-		} else {
-			r.decode = set
-		}
+		r.outs[outputIndex(out.Kind)] = newShardSet(out, filepath.Join(dir, string(out.Kind)), j, own)
 	}
 	for _, fs := range j.Shards {
 		for _, rec := range fs.Records {
@@ -243,7 +239,7 @@ func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bo
 // sets returns the shard sets of the outputs this run writes.
 func (r *runner) sets() []*shardSet {
 	var s []*shardSet
-	for _, set := range []*shardSet{r.prefill, r.decode} {
+	for _, set := range r.outs {
 		if set != nil {
 			s = append(s, set)
 		}

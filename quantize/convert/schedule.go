@@ -17,7 +17,7 @@ func (r *runner) convert(ctx context.Context) error {
 	p := r.plan
 	r.results = make([][]slabResult, len(p.Modules))
 	r.left = make([]atomic.Int32, len(p.Modules))
-	r.emits = make([][2]bool, len(p.Modules))
+	r.emits = make([][]bool, len(p.Modules))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cp, err := r.newCopier(ctx)
@@ -26,8 +26,12 @@ func (r *runner) convert(ctx context.Context) error {
 	}
 	var slabs []*slab
 	for mi, m := range p.Modules {
-		r.emits[mi] = [2]bool{r.pending(r.prefill, m), r.pending(r.decode, m)}
-		copyOnly := r.emits[mi] == [2]bool{}
+		r.emits[mi] = make([]bool, len(outputKinds))
+		copyOnly := true
+		for k, set := range r.outs {
+			r.emits[mi][k] = r.pending(set, m)
+			copyOnly = copyOnly && !r.emits[mi][k]
+		}
 		if copyOnly && !cp.wants(m) {
 			continue // every tensor of m is in a shard finished earlier or written by another part
 		}
@@ -50,6 +54,10 @@ func (r *runner) convert(ctx context.Context) error {
 			continue // read for the prefill copy alone
 		}
 		r.results[mi] = make([]slabResult, n)
+		outs := make([]outResult, n*len(outputKinds))
+		for i := range r.results[mi] {
+			r.results[mi][i].outs = outs[i*len(outputKinds) : (i+1)*len(outputKinds)]
+		}
 		r.left[mi].Store(int32(n))
 		r.total += m.Weight.ByteSize() // what slabDone counts: weight rows, not scale companions
 		r.factors.plan(m)
@@ -262,10 +270,7 @@ func (r *runner) slabDone(s *slab) error {
 		return nil
 	}
 	r.moduleRecords(s.mi)
-	for _, set := range []*shardSet{r.prefill, r.decode} {
-		if set == nil {
-			continue
-		}
+	for _, set := range r.sets() {
 		for _, spec := range r.plan.OutputSpecs(m, set.out.Kind) {
 			i, shardCRC, crc, err := set.complete(spec.Name)
 			if err != nil {

@@ -3,7 +3,6 @@ package convert
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"sort"
 
 	"pdq/internal/par"
-	"pdq/kernels"
 	"pdq/quantize"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -235,45 +233,42 @@ func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind OutputKind
 	return nil
 }
 
-// verifyModule reads one module from source and output and measures it.
+// verifyModule reads one module from source and output and measures it: a copied module's
+// tensors byte for byte against the source's, an encoded one's values against the source's.
 func verifyModule(ctx context.Context, p *Plan, kind OutputKind, m *Module, out *safetensors.Checkpoint) (*record, string, error) {
-	scheme := m.scheme(kind)
+	b := p.bound(m, kind)
 	src := p.Source
-	read := func(ck *safetensors.Checkpoint, name string) ([]byte, error) {
+	read := func(ck *safetensors.Checkpoint, name string) ([]byte, *safetensors.Tensor, error) {
 		t := ck.Tensor(name)
 		if t == nil {
-			return nil, fmt.Errorf("convert: verify: tensor %q missing", name)
+			return nil, nil, fmt.Errorf("convert: verify: tensor %q missing", name)
 		}
-		b := make([]byte, t.ByteSize())
-		return b, ck.ReadTensor(t, b)
+		buf := make([]byte, t.ByteSize())
+		return buf, t, ck.ReadTensor(t, buf)
 	}
-	if scheme == SchemeCopy || scheme == SchemeFP8Keep {
-		for i, spec := range p.OutputSpecs(m, kind) {
-			srcName := m.Weight.Name
-			if i == 1 {
-				srcName = m.Scale.Name
-			}
-			a, err := read(src, srcName)
+	if copied := b.Copied(); copied != nil {
+		for i, spec := range b.Specs() {
+			a, _, err := read(src, copied[i])
 			if err != nil {
 				return nil, "", err
 			}
-			b, err := read(out, spec.Name)
+			o, _, err := read(out, spec.Name)
 			if err != nil {
 				return nil, "", err
 			}
-			if !bytes.Equal(a, b) {
-				return nil, fmt.Sprintf("tensor %q differs from source %q", spec.Name, srcName), nil
+			if !bytes.Equal(a, o) {
+				return nil, fmt.Sprintf("tensor %q differs from source %q", spec.Name, copied[i]), nil
 			}
 		}
 		return nil, "", nil
 	}
-	raw, err := read(src, m.Weight.Name)
+	raw, _, err := read(src, m.Weight.Name)
 	if err != nil {
 		return nil, "", err
 	}
 	s := &slab{r0: 0, r1: m.Rows, raw: raw}
 	if m.Scale != nil {
-		if s.scaleRaw, err = read(src, m.Scale.Name); err != nil {
+		if s.scaleRaw, _, err = read(src, m.Scale.Name); err != nil {
 			return nil, "", err
 		}
 	}
@@ -282,72 +277,12 @@ func verifyModule(ctx context.Context, p *Plan, kind OutputKind, m *Module, out 
 		return nil, "", fmt.Errorf("convert: verify: %s: %w", m.describe(), err)
 	}
 	got := make([]float32, len(vals))
-	tensor := m.valueTensor(kind)
-	switch scheme {
-	case SchemeInt4:
-		packed, err := read(out, tensor)
-		if err != nil {
-			return nil, "", err
-		}
-		st := out.Tensor(m.Name + suffixScale)
-		scales, err := read(out, m.Name+suffixScale)
-		if err != nil {
-			return nil, "", err
-		}
-		g := m.Cols / int(st.Shape[1])
-		if err := quantize.DequantizeInt4(got, packed, scales, st.DType, m.Rows, m.Cols, g); err != nil {
-			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
-		}
-		shape, err := read(out, m.Name+suffixWeightShape)
-		if err != nil {
-			return nil, "", err
-		}
-		if prob := checkShape(shape, out.Tensor(m.Name+suffixWeightShape).DType, m); prob != "" {
-			return nil, prob, nil
-		}
-	case SchemeFP8Block:
-		data, err := read(out, tensor)
-		if err != nil {
-			return nil, "", err
-		}
-		sb, err := read(out, m.fp8ScaleName(kind))
-		if err != nil {
-			return nil, "", err
-		}
-		scale := make([]float32, len(sb)/4)
-		if err := safetensors.DecodeFloat32(scale, sb, safetensors.F32); err != nil {
-			return nil, "", err
-		}
-		if err := quantize.DequantizeFP8Block(got, data, scale, m.Rows, m.Cols); err != nil {
-			return nil, fmt.Sprintf("tensor %q: %v", tensor, err), nil
-		}
-	case SchemeBF16:
-		b, err := read(out, tensor)
-		if err != nil {
-			return nil, "", err
-		}
-		kernels.DecodeBF16(got, b)
-	default:
-		return nil, "", fmt.Errorf("convert: verify: internal: scheme %q", scheme)
+	prob, err := b.Dequantize(got, func(name string) ([]byte, *safetensors.Tensor, error) { return read(out, name) })
+	if err != nil || prob != "" {
+		return nil, prob, err
 	}
 	var met quantize.Metrics
 	met.Add(vals, got, 0)
-	row := newTensorReport(kind, m, tensor, scheme, met)
+	row := newTensorReport(kind, m, b.ValueTensor(), b.Scheme(), met)
 	return &record{Row: row, M: met}, "", ctx.Err()
-}
-
-func checkShape(b []byte, dt safetensors.DType, m *Module) string {
-	var n, k int64
-	switch dt {
-	case safetensors.I64:
-		n, k = int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
-	case safetensors.I32:
-		n, k = int64(int32(binary.LittleEndian.Uint32(b))), int64(int32(binary.LittleEndian.Uint32(b[4:])))
-	default:
-		return fmt.Sprintf("tensor %q: dtype %s, want I64", m.Name+suffixWeightShape, dt)
-	}
-	if n != int64(m.Rows) || k != int64(m.Cols) {
-		return fmt.Sprintf("tensor %q holds [%d, %d], want [%d, %d]", m.Name+suffixWeightShape, n, k, m.Rows, m.Cols)
-	}
-	return ""
 }

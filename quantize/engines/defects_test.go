@@ -119,8 +119,8 @@ func TestDefectUnquantizedModules(t *testing.T) {
 	pl := layout(t, "glm-5.json", false, convert.Options{DecodeDense: convert.DenseFP8}, nil)
 	for _, m := range pl.plan.Modules {
 		if _, ok := engines.AlwaysUnquantized(m.Name); ok && m.Linear {
-			if m.Prefill != convert.SchemeCopy || m.Decode != convert.SchemeCopy {
-				t.Errorf("%s planned prefill %s decode %s, want both copied BF16", m.Name, m.Prefill, m.Decode)
+			if m.Scheme(convert.KindPrefill) != convert.SchemeCopy || m.Scheme(convert.KindDecode) != convert.SchemeCopy {
+				t.Errorf("%s planned prefill %s decode %s, want both copied BF16", m.Name, m.Scheme(convert.KindPrefill), m.Scheme(convert.KindDecode))
 			}
 		}
 	}

@@ -67,7 +67,7 @@ func TestStoredBytesMatchesPlan(t *testing.T) {
 	} {
 		t.Run(string(tc.scheme)+"/"+tc.kind, func(t *testing.T) {
 			w := &safetensors.Tensor{TensorInfo: safetensors.TensorInfo{Name: "m.weight", DType: tc.dtype, Shape: []int64{int64(tc.rows), int64(tc.cols)}}}
-			m := &convert.Module{Name: "m", Linear: true, Weight: w, Rows: tc.rows, Cols: tc.cols, Decode: tc.scheme, Prefill: tc.scheme}
+			m := &convert.Module{Name: "m", Linear: true, Weight: w, Rows: tc.rows, Cols: tc.cols, Schemes: []convert.Scheme{tc.scheme, tc.scheme}}
 			p := &convert.Plan{Options: convert.Options{GroupSize: tc.group}}
 			var want int64
 			for _, s := range p.OutputSpecs(m, convert.OutputKind(tc.kind)) {

@@ -119,7 +119,7 @@ func int4Targets(ck *safetensors.Checkpoint, targets string) ([]*convert.Module,
 	var total int64
 	for _, m := range p.Modules {
 		total += m.Weight.NumElements()
-		if m.Decode == convert.SchemeInt4 {
+		if m.Scheme(convert.KindDecode) == convert.SchemeInt4 {
 			mods = append(mods, m)
 		}
 	}
