@@ -92,7 +92,7 @@ func finishReport(r *Report, sums map[[3]string]*roleAcc) {
 	}
 	worst := make([]TensorReport, 0, len(r.Tensors))
 	for _, t := range r.Tensors {
-		if t.Scheme == string(SchemeInt4) || t.Scheme == string(SchemeFP8Block) {
+		if report.Info(Scheme(t.Scheme)).Quantized {
 			worst = append(worst, t)
 		}
 	}

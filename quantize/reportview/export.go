@@ -133,7 +133,7 @@ func WriteCSV(w io.Writer, v *View) error {
 			}
 			cw.Write([]string{t.Output, t.Tensor, t.Module, t.Role, t.Scheme, strconv.Itoa(t.GroupSize), t.Method,
 				strconv.Itoa(t.Layer), strconv.Itoa(t.Expert), t.Projection, rows, cols, strconv.FormatInt(t.Elements, 10),
-				strconv.FormatInt(StoredBytes(t), 10), csvFloat(t.SQNR), csvFloat(t.RelRMSE), csvFloat(t.RMSE),
+				strconv.FormatInt(report.StoredBytes(t), 10), csvFloat(t.SQNR), csvFloat(t.RelRMSE), csvFloat(t.RMSE),
 				csvFloat(t.MaxAbsErr), csvFloat(t.MeanAbsErr), csvFloat(t.Cosine), strconv.FormatInt(t.Clipped, 10), rtn,
 				t.CalibMethod, csvOpt(t.WeightedSQNR), csvOpt(t.WeightedRelRMSE)})
 		}

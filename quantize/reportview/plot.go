@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"pdq/quantize/report"
 )
 
 // ErrNothingToPlot is returned when the selection has neither routed experts nor finite values.
@@ -235,12 +237,12 @@ func histPlot(h *histPanel, delta bool, marker float64) *plot.Plot {
 }
 
 func histColour(scheme string) color.Color {
-	switch scheme {
-	case "int4":
+	switch report.Info(report.Scheme(scheme)).Family {
+	case report.FamilyInt4:
 		return histColours[0]
-	case "fp8-block", "fp8-keep":
+	case report.FamilyFP8:
 		return histColours[1]
-	case "bf16":
+	case report.FamilyDense:
 		return histColours[2]
 	}
 	return histColours[3]

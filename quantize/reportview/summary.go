@@ -17,7 +17,7 @@ type Group struct {
 	Scheme       string        `json:"scheme"`
 	Tensors      int           `json:"tensors"`
 	Elements     int64         `json:"elements"`
-	Bytes        int64         `json:"bytes"` // StoredBytes summed over the group
+	Bytes        int64         `json:"bytes"` // report.StoredBytes summed over the group
 	MeanSQNR     report.Float  `json:"mean_sqnr_db"`
 	MinSQNR      report.Float  `json:"min_sqnr_db"`
 	WorstRelRMSE report.Float  `json:"worst_rel_rmse"`
@@ -52,7 +52,7 @@ func Summarize(rows []report.TensorReport) []Group {
 		}
 		a.g.Tensors++
 		a.g.Elements += t.Elements
-		a.g.Bytes += StoredBytes(&t)
+		a.g.Bytes += report.StoredBytes(&t)
 		a.sum += float64(t.SQNR)
 		a.g.MinSQNR = report.Float(math.Min(float64(a.g.MinSQNR), float64(t.SQNR)))
 		a.g.WorstRelRMSE = report.Float(math.Max(float64(a.g.WorstRelRMSE), float64(t.RelRMSE)))
@@ -93,55 +93,6 @@ func roleRank(role string) int {
 		}
 	}
 	return len(rules.Roles)
-}
-
-// StoredBytes is the size of the tensors an output holds for row t, as the plan lays them out:
-// INT4 packs two values per byte plus one BF16 scale per group and the 16-byte shape tensor; FP8
-// blocks hold one byte per value plus an F32 scale per 128x128 block; BF16 two bytes per value. A
-// copied tensor keeps its source dtype. Unknown schemes count zero.
-func StoredBytes(t *report.TensorReport) int64 {
-	n := t.Elements
-	rows, cols := int64(1), n
-	if len(t.Shape) == 2 {
-		rows, cols = t.Shape[0], t.Shape[1]
-	}
-	switch report.Scheme(t.Scheme) {
-	case report.SchemeInt4:
-		g := int64(t.GroupSize)
-		if g <= 0 || g > cols {
-			g = cols
-		}
-		groups := int64(0)
-		if g > 0 {
-			groups = rows * (cols / g)
-		}
-		return n/2 + groups*2 + 16
-	case report.SchemeFP8Block, report.SchemeFP8Keep:
-		b := int64(report.FP8BlockSize)
-		return n + ceilDiv(rows, b)*ceilDiv(cols, b)*4
-	case report.SchemeBF16:
-		return 2 * n
-	case report.SchemeCopy:
-		return n * dtypeBytes(t.SourceDType)
-	}
-	return 0
-}
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// dtypeBytes is the width of a safetensors dtype named in a report, 0 when unknown.
-func dtypeBytes(dt string) int64 {
-	switch dt {
-	case "F64", "I64", "U64":
-		return 8
-	case "F32", "I32", "U32":
-		return 4
-	case "BF16", "F16", "I16", "U16":
-		return 2
-	case "F8_E4M3", "F8_E5M2", "I8", "U8", "BOOL":
-		return 1
-	}
-	return 0
 }
 
 // fmtFloat prints v with prec decimals (prec < 0: shortest form); infinities as inf and -inf.

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"pdq/quantize/convert"
-	"pdq/safetensors"
 )
 
 func TestSummarize(t *testing.T) {
@@ -45,47 +44,5 @@ func TestSummarize(t *testing.T) {
 	}
 	if a := gs[1]; !math.IsInf(float64(a.MeanSQNR), 1) || !math.IsInf(float64(a.MinSQNR), 1) || a.WorstRelRMSE != 0 {
 		t.Fatalf("exact group: %+v", a)
-	}
-}
-
-// TestStoredBytesMatchesPlan checks StoredBytes against the tensors the conversion plan lays out
-// for each scheme.
-func TestStoredBytesMatchesPlan(t *testing.T) {
-	for _, tc := range []struct {
-		scheme          convert.Scheme
-		kind            string
-		rows, cols      int
-		group, reported int // plan group size, and what a report row records
-		dtype           safetensors.DType
-	}{
-		{convert.SchemeInt4, "decode", 256, 128, 32, 32, safetensors.BF16},
-		{convert.SchemeInt4, "decode", 2048, 7168, 128, 128, safetensors.F8E4M3},
-		{convert.SchemeInt4, "decode", 96, 256, convert.PerChannel, -1, safetensors.BF16},
-		{convert.SchemeFP8Block, "prefill", 300, 200, 32, 0, safetensors.BF16},
-		{convert.SchemeFP8Block, "decode", 7168, 2048, 32, 0, safetensors.BF16},
-		{convert.SchemeBF16, "decode", 1536, 7168, 32, 0, safetensors.F8E4M3},
-	} {
-		t.Run(string(tc.scheme)+"/"+tc.kind, func(t *testing.T) {
-			w := &safetensors.Tensor{TensorInfo: safetensors.TensorInfo{Name: "m.weight", DType: tc.dtype, Shape: []int64{int64(tc.rows), int64(tc.cols)}}}
-			m := &convert.Module{Name: "m", Linear: true, Weight: w, Rows: tc.rows, Cols: tc.cols, Schemes: []convert.Scheme{tc.scheme, tc.scheme}}
-			p := &convert.Plan{Options: convert.Options{GroupSize: tc.group}}
-			var want int64
-			for _, s := range p.OutputSpecs(m, convert.OutputKind(tc.kind)) {
-				n := int64(1)
-				for _, d := range s.Shape {
-					n *= d
-				}
-				b, ok := s.DType.ByteSize(uint64(n))
-				if !ok {
-					t.Fatalf("%s: no size for %s", s.Name, s.DType)
-				}
-				want += int64(b)
-			}
-			r := convert.TensorReport{Output: tc.kind, Scheme: string(tc.scheme), GroupSize: tc.reported,
-				Shape: w.Shape, Elements: int64(tc.rows * tc.cols), SourceDType: string(tc.dtype)}
-			if got := StoredBytes(&r); got != want {
-				t.Fatalf("StoredBytes = %d, plan lays out %d", got, want)
-			}
-		})
 	}
 }
