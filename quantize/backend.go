@@ -21,7 +21,7 @@ func slabStep(be kernels.Backend, cpuStep, rows int) int {
 	return max(rows, 1)
 }
 
-// FP8Options configures QuantizeFP8BlockOpt.
+// FP8Options configures QuantizeFP8Block and FP8Bands.
 type FP8Options struct {
 	// Workers bounds the goroutines used on the CPU; <= 0 means GOMAXPROCS.
 	Workers int
@@ -37,27 +37,6 @@ func backendOr(be kernels.Backend) kernels.Backend {
 		return kernels.CPU{}
 	}
 	return be
-}
-
-// QuantizeFP8BlockOpt is QuantizeFP8Block on opt.Backend: the same checks, the same bytes.
-func QuantizeFP8BlockOpt(ctx context.Context, w []float32, rows, cols int, opt FP8Options) (*FP8Result, error) {
-	res := new(FP8Result)
-	if err := QuantizeFP8BlockInto(ctx, res, w, rows, cols, opt); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-// QuantizeFP8BlockInto is QuantizeFP8BlockOpt writing its result into res, whose slices'
-// storage it reuses when large enough (every block's codes and scale are written): a caller
-// quantizing slab after slab allocates nothing after the first. On error res's contents are
-// unspecified.
-func QuantizeFP8BlockInto(ctx context.Context, res *FP8Result, w []float32, rows, cols int, opt FP8Options) error {
-	if rows < 0 || cols < 0 || len(w) != rows*cols {
-		return badShape("FP8 source has %d elements, want %d×%d", len(w), rows, cols)
-	}
-	sizeFP8(res, rows, cols)
-	return quantizeFP8Rows(ctx, res, w, opt)
 }
 
 // sizeFP8 sizes res for rows×cols values, reusing its storage.
@@ -89,7 +68,7 @@ func quantizeFP8Rows(ctx context.Context, res *FP8Result, w []float32, opt FP8Op
 
 // FP8Bands quantizes a slab to FP8 blocks one band of block rows at a time, each band's values
 // given when the caller has them (decoded just before, still in cache): Begin, then Add for
-// consecutive bands in row order. The result is QuantizeFP8BlockInto's over the whole slab,
+// consecutive bands in row order. The result is QuantizeFP8Block's over the whole slab,
 // byte for byte, however the slab is cut (blocks are quantized independently).
 type FP8Bands struct {
 	dst  *FP8Result

@@ -39,12 +39,12 @@ func TestBackendVariantsMatchCPU(t *testing.T) {
 		for i := range w {
 			w[i] = float32(rng.NormFloat64())
 		}
-		want, err := QuantizeFP8Block(ctx, w, rows, cols, 2)
+		want, err := QuantizeFP8Block(ctx, w, rows, cols, FP8Options{Workers: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		be := &slabBackend{}
-		got, err := QuantizeFP8BlockOpt(ctx, w, rows, cols, FP8Options{Workers: 2, Backend: be})
+		got, err := QuantizeFP8Block(ctx, w, rows, cols, FP8Options{Workers: 2, Backend: be})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,10 +104,10 @@ func TestBackendVariantsMatchCPU(t *testing.T) {
 func TestBackendVariantsErrors(t *testing.T) {
 	w := []float32{1, 2, float32(math.NaN()), 4}
 	be := &slabBackend{}
-	if _, err := QuantizeFP8BlockOpt(context.Background(), w, 2, 2, FP8Options{Backend: be}); !errors.Is(err, ErrNonFinite) {
+	if _, err := QuantizeFP8Block(context.Background(), w, 2, 2, FP8Options{Backend: be}); !errors.Is(err, ErrNonFinite) {
 		t.Errorf("NaN: %v, want ErrNonFinite", err)
 	}
-	if _, err := QuantizeFP8BlockOpt(context.Background(), w, 3, 2, FP8Options{Backend: be}); !errors.Is(err, ErrBadShape) {
+	if _, err := QuantizeFP8Block(context.Background(), w, 3, 2, FP8Options{Backend: be}); !errors.Is(err, ErrBadShape) {
 		t.Errorf("bad shape: %v, want ErrBadShape", err)
 	}
 	if err := DecodeFP8BlockOn(be, make([]float32, 4), make([]byte, 4), []float32{float32(math.Inf(1))}, []int64{1, 1}, 2, 2); !errors.Is(err, ErrNonFinite) {

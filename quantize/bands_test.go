@@ -22,7 +22,7 @@ func randCuts(r *rand.Rand, rows, unit int) []int {
 }
 
 // TestInt4BandsAsWhole: a slab quantized band by band (Int4Bands, random cuts, reused storage)
-// gives the bytes, the sums and the metrics of QuantizeInt4Measured over the whole slab, bit for
+// gives the bytes, the sums and the metrics of QuantizeInt4Into and AddInt4 over the whole slab, bit for
 // bit, also with rows of widely different scales (whose float64 sums round, so that their order
 // shows); an error reports its row in the tensor (FirstRow); a slab ended early is refused.
 func TestInt4BandsAsWhole(t *testing.T) {
@@ -40,7 +40,10 @@ func TestInt4BandsAsWhole(t *testing.T) {
 			o := tc.opt
 			o.Workers = 1
 			var wantM, gotM Metrics
-			if err := QuantizeInt4Measured(context.Background(), &want, w, tc.rows, tc.cols, o, &wantM, 77); err != nil {
+			if err := QuantizeInt4Into(context.Background(), &want, w, tc.rows, tc.cols, o); err != nil {
+				t.Fatal(err)
+			}
+			if err := wantM.AddInt4(w, &want, 77); err != nil {
 				t.Fatal(err)
 			}
 			cuts := randCuts(r, tc.rows, 1)
@@ -93,21 +96,25 @@ func TestInt4BandsAsWhole(t *testing.T) {
 }
 
 // TestFP8BandsAsWhole: a slab quantized band by band of block rows (FP8Bands) and measured band
-// by band (Measure) gives the bytes of QuantizeFP8BlockInto and the metrics of AddFP8Block over
-// the whole slab; a band off a block row is refused.
+// by band (Measure) gives the bytes of QuantizeFP8Block and the metrics of Metrics.Add against
+// its dequantization over the whole slab; a band off a block row is refused.
 func TestFP8BandsAsWhole(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
 	var dst, want FP8Result
 	var b FP8Bands
 	for _, tc := range []struct{ rows, cols int }{{300, 1024}, {128, 200}, {700, 130}, {1, 64}, {0, 128}} {
 		w := randWeights(uint64(tc.rows+tc.cols), tc.rows*tc.cols, true)
-		if err := QuantizeFP8BlockInto(context.Background(), &want, w, tc.rows, tc.cols, FP8Options{Workers: 2}); err != nil {
+		q, err := QuantizeFP8Block(context.Background(), w, tc.rows, tc.cols, FP8Options{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = *q
+		deq := make([]float32, len(w))
+		if err := DequantizeFP8Block(deq, want.Data, want.ScaleInv, tc.rows, tc.cols); err != nil {
 			t.Fatal(err)
 		}
 		var wantM Metrics
-		if err := wantM.AddFP8Block(w, &want, 9); err != nil {
-			t.Fatal(err)
-		}
+		wantM.Add(w, deq, 9)
 		for round := range 3 {
 			cuts := randCuts(r, tc.rows, 128)
 			if err := b.Begin(&dst, tc.rows, tc.cols, FP8Options{}); err != nil {

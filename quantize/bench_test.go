@@ -74,7 +74,7 @@ func BenchmarkQuantizeFP8Block(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := processCPU()
 	for b.Loop() {
-		if _, err := QuantizeFP8Block(context.Background(), w, benchRows, benchCols, 1); err != nil {
+		if _, err := QuantizeFP8Block(context.Background(), w, benchRows, benchCols, FP8Options{Workers: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -101,7 +101,7 @@ func BenchmarkDequantizeInt4(b *testing.B) {
 
 func BenchmarkDequantizeFP8Block(b *testing.B) {
 	w := benchWeights(qref.Gauss)
-	r, err := QuantizeFP8Block(context.Background(), w, benchRows, benchCols, 1)
+	r, err := QuantizeFP8Block(context.Background(), w, benchRows, benchCols, FP8Options{Workers: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func BenchmarkMetricsAdd(b *testing.B) {
 }
 
 // BenchmarkQuantizeInt4Measured times the band path of a conversion on one slab, quantization
-// and error sums (QuantizeInt4Measured, one worker): a test checkpoint's expert (512×1024, one
+// and error sums (Int4Bands, the slab one band): a test checkpoint's expert (512×1024, one
 // slab) and a slab of a real model's expert (Kimi K2's 2048×7168 goes in slabs of 512 rows, 4 Mi
 // values at most).
 func BenchmarkQuantizeInt4Measured(b *testing.B) {
@@ -148,7 +148,7 @@ func BenchmarkQuantizeInt4Measured(b *testing.B) {
 			cpu0 := processCPU()
 			for b.Loop() {
 				var m Metrics
-				if err := QuantizeInt4Measured(context.Background(), &dst, w, c.rows, c.cols, opt, &m, 0); err != nil {
+				if err := measureWhole(&dst, w, c.rows, c.cols, opt, &m, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

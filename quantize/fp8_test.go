@@ -13,7 +13,7 @@ import (
 
 func mustFP8(t testing.TB, w []float32, rows, cols, workers int) *FP8Result {
 	t.Helper()
-	r, err := QuantizeFP8Block(context.Background(), w, rows, cols, workers)
+	r, err := QuantizeFP8Block(context.Background(), w, rows, cols, FP8Options{Workers: workers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func equalF32(a, b []float32) bool {
 }
 
 func TestFP8Errors(t *testing.T) {
-	if _, err := QuantizeFP8Block(context.Background(), make([]float32, 5), 2, 3, 1); !errors.Is(err, ErrBadShape) {
+	if _, err := QuantizeFP8Block(context.Background(), make([]float32, 5), 2, 3, FP8Options{Workers: 1}); !errors.Is(err, ErrBadShape) {
 		t.Errorf("short source: %v", err)
 	}
 	if err := DequantizeFP8Block(make([]float32, 6), make([]byte, 6), make([]float32, 2), 2, 3); !errors.Is(err, ErrBadShape) {
@@ -160,7 +160,7 @@ func TestFP8Errors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := QuantizeFP8Block(ctx, make([]float32, 256*4), 256, 4, 1); !errors.Is(err, context.Canceled) {
+	if _, err := QuantizeFP8Block(ctx, make([]float32, 256*4), 256, 4, FP8Options{Workers: 1}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 	if _, err := QuantizeInt4(ctx, make([]float32, 256*32), 256, 32, Int4Options{GroupSize: 32}); !errors.Is(err, context.Canceled) {

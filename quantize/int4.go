@@ -54,36 +54,12 @@ func QuantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, c
 	return quantizeInt4Into(ctx, dst, w, rows, cols, opt)
 }
 
-// QuantizeInt4Measured is QuantizeInt4Into that also adds the error of the result to m, as
-// m.AddInt4(w, dst, baseIndex) would, with the same bits. With one worker on the CPU it measures
-// each chunk right after quantizing it, while the chunk's values are still in cache, instead of
-// reading the whole slab again.
-func QuantizeInt4Measured(ctx context.Context, dst *Int4Result, w []float32, rows, cols int, opt Int4Options, m *Metrics, baseIndex int64) error {
-	if _, cpu := opt.backend().(kernels.CPU); !cpu || opt.Workers != 1 {
-		if err := quantizeInt4Into(ctx, dst, w, rows, cols, opt); err != nil {
-			return err
-		}
-		return m.AddInt4(w, dst, baseIndex)
-	}
-	if rows < 0 || len(w) != rows*cols {
-		return badShape("INT4 source has %d elements, want %d×%d", len(w), rows, cols)
-	}
-	var b Int4Bands
-	if err := b.Begin(dst, rows, cols, opt); err != nil {
-		return err
-	}
-	if err := b.Add(ctx, w, rows); err != nil {
-		return err
-	}
-	return b.End(m, baseIndex)
-}
-
 // Int4Bands quantizes a slab with the plain search one band of rows at a time, each band's
 // values given when the caller has them (decoded just before, still in cache), and measures
-// each band as soon as it is quantized: Begin, Add for consecutive bands in row order, End.
-// dst and the error added to m are then those of QuantizeInt4Measured over the whole slab, bit
-// for bit, however the slab is cut. It runs on opt.Backend with one goroutine (opt.Workers is
-// not used); the calibrated quantizers take whole slabs instead.
+// each band as soon as it is quantized: Begin, Add for consecutive bands in row order, End (a
+// whole slab is one band). dst is QuantizeInt4Into's over the whole slab and the error added to
+// m is Metrics.AddInt4's, bit for bit, however the slab is cut. It runs on opt.Backend with one
+// goroutine (opt.Workers is not used); the calibrated quantizers take whole slabs instead.
 type Int4Bands struct {
 	dst    *Int4Result
 	p      kernels.Int4Params

@@ -251,7 +251,7 @@ func TestInt4RefusesNonFinite(t *testing.T) {
 				t.Fatalf("%v workers %d: %v", bad, workers, err)
 			}
 		}
-		_, err := QuantizeFP8Block(context.Background(), w, 64, 64, 2)
+		_, err := QuantizeFP8Block(context.Background(), w, 64, 64, FP8Options{Workers: 2})
 		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "element 2569 ") {
 			t.Fatalf("FP8 %v: %v", bad, err)
 		}
@@ -383,9 +383,9 @@ var measuredCases = []struct {
 	{0, 64, Int4Options{GroupSize: 32, Method: MethodRTN}},
 }
 
-// TestQuantizeInt4Measured: measuring chunk by chunk while quantizing gives the bytes of
-// QuantizeInt4 and the metrics of AddInt4 over the whole slab, bit for bit, for every method,
-// group size and worker count (more than one worker takes the separate pass), and reusing the
+// TestQuantizeInt4Measured: measuring chunk by chunk while quantizing (Int4Bands, the slab one
+// band) gives the bytes of QuantizeInt4 and the metrics of AddInt4 over the whole slab, bit for
+// bit, for every method, group size and worker count of QuantizeInt4, and reusing the
 // result's storage changes nothing. The weights also come with rows scaled from 2^-20 to 2^20:
 // their float64 sums round, so a change in the order of the additions shows.
 func TestQuantizeInt4Measured(t *testing.T) {
@@ -419,7 +419,7 @@ func TestQuantizeInt4Measured(t *testing.T) {
 				t.Fatal(err)
 			}
 			var gotM Metrics
-			if err := QuantizeInt4Measured(context.Background(), &dst, w, tc.rows, tc.cols, o, &gotM, 1000); err != nil {
+			if err := measureWhole(&dst, w, tc.rows, tc.cols, o, &gotM, 1000); err != nil {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("%dx%d %+v wide %v", tc.rows, tc.cols, o, wide)
@@ -432,4 +432,16 @@ func TestQuantizeInt4Measured(t *testing.T) {
 			}
 		}
 	}
+}
+
+// measureWhole quantizes and measures a slab as one band of Int4Bands.
+func measureWhole(dst *Int4Result, w []float32, rows, cols int, o Int4Options, m *Metrics, base int64) error {
+	var b Int4Bands
+	if err := b.Begin(dst, rows, cols, o); err != nil {
+		return err
+	}
+	if err := b.Add(context.Background(), w, rows); err != nil {
+		return err
+	}
+	return b.End(m, base)
 }

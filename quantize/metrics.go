@@ -105,21 +105,10 @@ func (m *Metrics) AddInt4(ref []float32, q *Int4Result, baseIndex int64) error {
 	return nil
 }
 
-// AddFP8Block is Add(ref, got, baseIndex) for got the dequantization of q (DequantizeFP8Block),
-// computed one block row segment at a time without materialising got.
-func (m *Metrics) AddFP8Block(ref []float32, q *FP8Result, baseIndex int64) error {
-	var s Measure
-	if err := s.AddFP8Block(ref, q); err != nil {
-		return err
-	}
-	s.MergeInto(m, baseIndex)
-	return nil
-}
-
 // Measure accumulates the error of one slice given piece after piece in element order. Merged
-// into a Metrics (MergeInto) it gives the bits Metrics.Add (AddFP8Block) of the whole slice
+// into a Metrics (MergeInto) it gives the bits Metrics.Add of the whole slice (against its dequantization)
 // would, wherever the slice was cut: a caller that decodes and quantizes a slab band by band
-// measures each band while it is in cache. The zero value is empty.
+// measures each band while it is in cache (a whole slab is one band). The zero value is empty.
 type Measure struct{ acc kernels.ErrAccumulator }
 
 // Add accumulates the next len(ref) elements: ref against got. It panics when the slices

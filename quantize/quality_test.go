@@ -53,7 +53,7 @@ func TestQuality(t *testing.T) {
 			t.Errorf("%s g%d: RTNSQNR %.4f, rtn measured %.4f", c.Dist, c.Group, res.RTNSQNR(), rtn)
 		}
 		if c.Group == 32 {
-			f, err := QuantizeFP8Block(ctx, w, rows, cols, 0)
+			f, err := QuantizeFP8Block(ctx, w, rows, cols, FP8Options{Workers: 0})
 			if err != nil {
 				t.Fatal(err)
 			}

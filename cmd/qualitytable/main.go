@@ -149,7 +149,7 @@ func int4(ctx context.Context, x []float32, rows, cols int, opt quantize.Int4Opt
 }
 
 func fp8Block(ctx context.Context, x []float32, rows, cols int) (float64, error) {
-	res, err := quantize.QuantizeFP8Block(ctx, x, rows, cols, 0)
+	res, err := quantize.QuantizeFP8Block(ctx, x, rows, cols, quantize.FP8Options{Workers: 0})
 	if err != nil {
 		return 0, err
 	}
