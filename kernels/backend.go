@@ -3,6 +3,8 @@ package kernels
 import (
 	"errors"
 	"fmt"
+
+	"pdq/internal/floatcodec"
 )
 
 // Backend runs the quantization loops. Every implementation must give byte-identical results to
@@ -44,7 +46,7 @@ type Backend interface {
 }
 
 // FP8Block is the FP8 block edge (rows and columns).
-const FP8Block = 128
+const FP8Block = floatcodec.FP8Block
 
 // FP8Max is the largest finite e4m3fn magnitude.
 const FP8Max = 448

@@ -140,10 +140,7 @@ func DecodeFP8BlockOn(be kernels.Backend, dst []float32, src []byte, scale []flo
 // and checked on the host, the expansion runs on the backend.
 func DequantizeInt4On(be kernels.Backend, dst []float32, packed, scales []byte, scaleDType safetensors.DType, rows, cols, groupSize int) error {
 	be = backendOr(be)
-	g := groupSize
-	if g == 0 {
-		g = cols
-	}
+	g := GroupWidth(groupSize, cols)
 	if rows < 0 || cols <= 0 || g <= 0 || g%8 != 0 || cols%g != 0 {
 		return badShape("INT4 dequantize: group %d does not divide %d columns in multiples of 8", groupSize, cols)
 	}

@@ -189,7 +189,7 @@ func (l PackedLayout) Decode(dst []float32, n int, s PackedSlab) error {
 	scales := make([]float32, ng)
 	switch l.Format {
 	case PackedInt4:
-		if err := DecodeFloat32(scales, s.Scales, l.ScaleDType); err != nil {
+		if err := decodeFloat32(scales, s.Scales, l.ScaleDType); err != nil {
 			return err
 		}
 		if i := firstNonFinite(scales); i >= 0 {

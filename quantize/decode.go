@@ -22,12 +22,12 @@ func DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
 	if len(src)*8 != len(dst)*dt.Bits() {
 		return badShape("dense %s weight: %d bytes for %d elements", dt, len(src), len(dst))
 	}
-	return DecodeFloat32(dst, src, dt)
+	return decodeFloat32(dst, src, dt)
 }
 
-// DecodeFloat32 is safetensors.DecodeFloat32 with BF16 and F16, the dtypes dense checkpoints
+// decodeFloat32 is safetensors.DecodeFloat32 with BF16 and F16, the dtypes dense checkpoints
 // hold, decoded in vectors (kernels.DecodeBF16 and kernels.DecodeF16, the same bits).
-func DecodeFloat32(dst []float32, src []byte, dt safetensors.DType) error {
+func decodeFloat32(dst []float32, src []byte, dt safetensors.DType) error {
 	switch {
 	case len(src) != 2*len(dst):
 	case dt == safetensors.BF16:

@@ -87,7 +87,7 @@ func CheckFiniteRaw(name string, src []byte, dt safetensors.DType, base int64) e
 	i, ok := FirstNonFiniteRaw(src, dt)
 	for c := 0; !ok && c < len(src)/width; c += len(v) {
 		n := min(len(v), len(src)/width-c)
-		if err := DecodeFloat32(v[:n], src[c*width:(c+n)*width], dt); err != nil {
+		if err := decodeFloat32(v[:n], src[c*width:(c+n)*width], dt); err != nil {
 			return fmt.Errorf("quantize: tensor %q: %w", name, err)
 		}
 		if j := firstNonFinite(v[:n]); j >= 0 {
@@ -97,7 +97,7 @@ func CheckFiniteRaw(name string, src []byte, dt safetensors.DType, base int64) e
 	if i < 0 || !ok {
 		return nil
 	}
-	if err := DecodeFloat32(v[:1], src[i*width:(i+1)*width], dt); err != nil {
+	if err := decodeFloat32(v[:1], src[i*width:(i+1)*width], dt); err != nil {
 		return fmt.Errorf("quantize: tensor %q: %w", name, err)
 	}
 	return fmt.Errorf("quantize: tensor %q: element %d is %v: %w", name, base+int64(i), v[0], ErrNonFinite)

@@ -24,7 +24,7 @@ var finiteDTypes = []struct {
 func firstNonFiniteDecoded(t testing.TB, src []byte, dt safetensors.DType) int {
 	n := len(src) * 8 / dt.Bits()
 	v := make([]float32, n)
-	if err := DecodeFloat32(v, src[:n*dt.Bits()/8], dt); err != nil {
+	if err := decodeFloat32(v, src[:n*dt.Bits()/8], dt); err != nil {
 		t.Fatal(err)
 	}
 	for i, x := range v {
@@ -174,7 +174,7 @@ func BenchmarkFirstNonFiniteRaw(b *testing.B) {
 		b.SetBytes(int64(len(src)))
 		v := make([]float32, len(src)/2)
 		for b.Loop() {
-			if err := DecodeFloat32(v, src, safetensors.BF16); err != nil {
+			if err := decodeFloat32(v, src, safetensors.BF16); err != nil {
 				b.Fatal(err)
 			}
 			if err := CheckFinite("w", v, 0); err != nil {

@@ -2,6 +2,7 @@ package quantize
 
 import (
 	"fmt"
+	"slices"
 
 	"pdq/kernels"
 )
@@ -22,8 +23,8 @@ const (
 // Int4Options configures QuantizeInt4. The zero value means MSE search with one group per row;
 // the project's default scheme is GroupSize 32.
 type Int4Options struct {
-	// GroupSize is the number of consecutive elements of a row sharing one scale: 32, 64, 128,
-	// or 0 for one group per row (per output channel, group = cols).
+	// GroupSize is the number of consecutive elements of a row sharing one scale: one of
+	// GroupSizes, or PerChannel (also 0) for one group per row (group = cols).
 	GroupSize int
 	// Method is MethodMSE (also when empty) or MethodRTN.
 	Method Method
@@ -41,13 +42,27 @@ type Int4Options struct {
 	FirstRow int
 }
 
+// PerChannel as a group size gives one INT4 scale per output channel (the group is the row).
+// The zero group size of Int4Options means the same; report rows and plans record PerChannel.
+const PerChannel = -1
+
+// GroupSizes are the INT4 group widths besides PerChannel.
+var GroupSizes = []int{32, 64, 128}
+
+// CheckGroupSize refuses a group size that is neither one of GroupSizes nor PerChannel (0 is
+// PerChannel too).
+func CheckGroupSize(g int) error {
+	if g == 0 || g == PerChannel || slices.Contains(GroupSizes, g) {
+		return nil
+	}
+	return fmt.Errorf("quantize: INT4 group size %d (want 32, 64 or 128, or per channel): %w", g, ErrInvalidOptions)
+}
+
 // Validate reports whether the options can quantize rows of cols elements: cols must be a
 // positive multiple of 8 and of the group size.
 func (o Int4Options) Validate(cols int) error {
-	switch o.GroupSize {
-	case 0, 32, 64, 128:
-	default:
-		return fmt.Errorf("quantize: INT4 group size %d (want 32, 64, 128 or 0 for per channel): %w", o.GroupSize, ErrInvalidOptions)
+	if err := CheckGroupSize(o.GroupSize); err != nil {
+		return err
 	}
 	if o.Method != "" {
 		if err := o.Method.Check(); err != nil {
@@ -64,11 +79,16 @@ func (o Int4Options) Validate(cols int) error {
 	return nil
 }
 
-func (o Int4Options) group(cols int) int {
-	if o.GroupSize == 0 {
+// group is the group width for rows of cols elements.
+func (o Int4Options) group(cols int) int { return GroupWidth(o.GroupSize, cols) }
+
+// GroupWidth is the width of the groups of group size g in rows of cols elements: g, or cols
+// per channel.
+func GroupWidth(g, cols int) int {
+	if g == 0 || g == PerChannel {
 		return cols
 	}
-	return o.GroupSize
+	return g
 }
 
 func (o Int4Options) params(cols int) (kernels.Int4Params, error) {

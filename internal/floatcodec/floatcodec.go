@@ -6,6 +6,11 @@ package floatcodec
 
 import "math"
 
+// FP8Block is the edge of the square blocks of the FP8 block layout (DeepSeek's
+// weight_block_size [128, 128]): one scale per FP8Block×FP8Block weights. Every package that
+// reads or writes the layout uses this constant.
+const FP8Block = 128
+
 func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // Float32ToBF16 rounds f to bfloat16, nearest even. NaN stays NaN (quiet, sign kept); overflow

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"pdq/internal/floatcodec"
 	"pdq/internal/par"
 	"pdq/safetensors"
 )
@@ -33,9 +34,6 @@ type Options struct {
 	Workers int
 }
 
-// BlockSize is the FP8 block edge of generated FP8 checkpoints.
-const BlockSize = 128
-
 // Specs returns the safetensors tensor list the options produce, in checkpoint order.
 func (o Options) Specs() []safetensors.TensorSpec {
 	dt := o.dtype()
@@ -46,7 +44,7 @@ func (o Options) Specs() []safetensors.TensorSpec {
 			specs = append(specs, safetensors.TensorSpec{Name: t.Name, DType: safetensors.F32, Shape: t.Shape})
 		case o.FP8 && t.Kind == KindLinear:
 			specs = append(specs, safetensors.TensorSpec{Name: t.Name, DType: safetensors.F8E4M3, Shape: t.Shape})
-			sr, sc := ceilDiv(t.Shape[0], BlockSize), ceilDiv(t.Shape[1], BlockSize)
+			sr, sc := ceilDiv(t.Shape[0], floatcodec.FP8Block), ceilDiv(t.Shape[1], floatcodec.FP8Block)
 			specs = append(specs, safetensors.TensorSpec{
 				Name: t.Name + "_scale_inv", DType: safetensors.F32, Shape: []int64{sr, sc},
 			})
@@ -196,7 +194,7 @@ func (o Options) writeShard(ctx context.Context, path string, p safetensors.Shar
 	return nil
 }
 
-// writeTensor generates one tensor (and its FP8 scale companion) in stripes of BlockSize rows.
+// writeTensor generates one tensor (and its FP8 scale companion) in stripes of floatcodec.FP8Block rows.
 func (o Options) writeTensor(w *safetensors.Writer, s safetensors.TensorSpec, kinds map[string]Tensor) error {
 	t := kinds[s.Name]
 	g := newValueGen(o.Seed, t)
@@ -208,19 +206,19 @@ func (o Options) writeTensor(w *safetensors.Writer, s safetensors.TensorSpec, ki
 		rows, cols = s.Shape[0], s.Shape[1]
 	}
 	elem := int64(s.DType.Bits() / 8)
-	buf := make([]float32, BlockSize*cols)
-	out := make([]byte, BlockSize*cols*elem)
+	buf := make([]float32, floatcodec.FP8Block*cols)
+	out := make([]byte, floatcodec.FP8Block*cols*elem)
 	var scales []float32
 	fp8 := s.DType == safetensors.F8E4M3
 	if fp8 {
-		scales = make([]float32, ceilDiv(rows, BlockSize)*ceilDiv(cols, BlockSize))
+		scales = make([]float32, ceilDiv(rows, floatcodec.FP8Block)*ceilDiv(cols, floatcodec.FP8Block))
 	}
-	for r0 := int64(0); r0 < rows; r0 += BlockSize {
-		n := min(BlockSize, rows-r0)
+	for r0 := int64(0); r0 < rows; r0 += floatcodec.FP8Block {
+		n := min(floatcodec.FP8Block, rows-r0)
 		vals := buf[:n*cols]
 		g.fill(vals)
 		if fp8 {
-			quantizeStripe(out[:n*cols], vals, int(n), int(cols), scales[(r0/BlockSize)*ceilDiv(cols, BlockSize):])
+			quantizeStripe(out[:n*cols], vals, int(n), int(cols), scales[(r0/floatcodec.FP8Block)*ceilDiv(cols, floatcodec.FP8Block):])
 		} else if err := safetensors.EncodeFloat32(out[:n*cols*elem], vals, s.DType); err != nil {
 			return err
 		}
@@ -243,8 +241,8 @@ func (o Options) writeTensor(w *safetensors.Writer, s safetensors.TensorSpec, ki
 // quantizeStripe turns n rows of FP8-block source values into e4m3 codes, one scale per 128x128
 // block (absmax/448), the way FP8 checkpoints were made.
 func quantizeStripe(dst []byte, vals []float32, n, cols int, scales []float32) {
-	for b := 0; b*BlockSize < cols; b++ {
-		c0, c1 := b*BlockSize, min((b+1)*BlockSize, cols)
+	for b := 0; b*floatcodec.FP8Block < cols; b++ {
+		c0, c1 := b*floatcodec.FP8Block, min((b+1)*floatcodec.FP8Block, cols)
 		var amax float32
 		for r := range n {
 			for _, v := range vals[r*cols+c0 : r*cols+c1] {

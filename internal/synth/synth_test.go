@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"pdq/internal/floatcodec"
 	"pdq/safetensors"
 )
 
@@ -82,7 +83,7 @@ func TestContents(t *testing.T) {
 		var sum2 float64
 		var amax float32
 		for i, v := range vals {
-			x := v * scales[(i/cols/BlockSize)*int(s.Shape[1])+(i%cols)/BlockSize]
+			x := v * scales[(i/cols/floatcodec.FP8Block)*int(s.Shape[1])+(i%cols)/floatcodec.FP8Block]
 			sum2 += float64(x * x)
 			amax = max(amax, float32(math.Abs(float64(v))))
 		}

@@ -149,11 +149,7 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 
 // options returns the quantizer's options for slab s on the worker's backend.
 func (b *int4Bound) options(wk *worker, s *slab) quantize.Int4Options {
-	qg := b.group
-	if b.o.GroupSize == PerChannel {
-		qg = 0 // the quantizer's per-channel value
-	}
-	return quantize.Int4Options{GroupSize: qg, Method: b.o.Method, SignedScales: b.o.SignedScales, Workers: 1,
+	return quantize.Int4Options{GroupSize: b.o.GroupSize, Method: b.o.Method, SignedScales: b.o.SignedScales, Workers: 1,
 		Backend: wk.backend, FirstRow: s.r0}
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"pdq/calib"
+	"pdq/kernels"
 	"pdq/quantize"
 	"pdq/quantize/engines"
 	"pdq/quantize/report"
@@ -56,7 +57,7 @@ const (
 const DefaultTargets = `\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)$`
 
 // FP8BlockSize is the block edge of the FP8 schemes pdq writes.
-const FP8BlockSize = report.FP8BlockSize
+const FP8BlockSize = kernels.FP8Block
 
 // DefaultMaxShardSize is the largest output shard unless told otherwise (5 GB, as the Hugging Face
 // tools use).
@@ -64,7 +65,7 @@ const DefaultMaxShardSize = 5_000_000_000
 
 // Options decide the plan.
 type Options struct {
-	GroupSize     int             // INT4 group size: 32, 64 or 128 (0 means 32), or PerChannel
+	GroupSize     int             // INT4 group size: 32, 64 or 128 (0 means DefaultGroupSize), or PerChannel
 	Method        quantize.Method // INT4 scale method
 	SignedScales  bool            // experimental Q4_0-style signed scales
 	Targets       string          // regex over module names selecting INT4 modules (default DefaultTargets)
@@ -103,18 +104,13 @@ var (
 )
 
 // PerChannel as Options.GroupSize gives one INT4 scale per output channel.
-const PerChannel = -1
+const PerChannel = quantize.PerChannel
 
 // DefaultGroupSize is the INT4 group size unless told otherwise.
 const DefaultGroupSize = 32
 
 // group returns the group length for a module with cols input features.
-func (o *Options) group(cols int) int {
-	if o.GroupSize == PerChannel {
-		return cols
-	}
-	return o.GroupSize
-}
+func (o *Options) group(cols int) int { return quantize.GroupWidth(o.GroupSize, cols) }
 
 func (o *Options) defaults() error {
 	if o.GroupSize == 0 {
@@ -136,7 +132,7 @@ func (o *Options) defaults() error {
 		o.OnUnsupported = UnsupportedError
 	}
 	switch {
-	case o.GroupSize != PerChannel && o.GroupSize != 32 && o.GroupSize != 64 && o.GroupSize != 128:
+	case quantize.CheckGroupSize(o.GroupSize) != nil:
 		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
 	case o.DecodeDense != DenseBF16 && o.DecodeDense != DenseFP8:
 		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)

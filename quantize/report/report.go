@@ -23,9 +23,6 @@ const (
 	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
 )
 
-// FP8BlockSize is the block edge of the FP8 schemes pdq writes.
-const FP8BlockSize = 128
-
 // Float is a float64 that encodes infinities and NaN as JSON null (an exact reconstruction has
 // infinite SQNR).
 type Float float64

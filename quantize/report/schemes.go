@@ -1,5 +1,7 @@
 package report
 
+import "pdq/internal/floatcodec"
+
 // What a reader of report.json needs to know about each scheme, in one table: how it is grouped
 // in plots and the worst list, and how many bytes an output stores for a row. The conversion's
 // encodings (package convert) write these layouts; a test there checks StoredBytes against the
@@ -54,7 +56,7 @@ var schemes = map[Scheme]SchemeInfo{
 
 // fp8Stored: one byte per value and an F32 scale per FP8BlockSize×FP8BlockSize block.
 func fp8Stored(t *TensorReport, rows, cols int64) int64 {
-	b := int64(FP8BlockSize)
+	b := int64(floatcodec.FP8Block)
 	return t.Elements + (rows+b-1)/b*((cols+b-1)/b)*4
 }
 
