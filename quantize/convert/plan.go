@@ -317,7 +317,7 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 			companion[s.Name] = true // static activation scale: no output scheme quantizes activations statically
 		}
 	}
-	fp8Source := p.Layout.Layout == rules.LayoutFP8Block || p.Layout.Layout == rules.LayoutCTFP8
+	fp8Source := p.Layout.FP8()
 	for _, t := range ts {
 		if companion[t.Name] {
 			continue
@@ -473,7 +473,7 @@ func (p *Plan) planOutput(kind OutputKind) (*Output, error) {
 }
 
 func (p *Plan) planPrefill() (*Output, error) {
-	if l := p.Layout.Layout; l == rules.LayoutFP8Block || l == rules.LayoutCTFP8 {
+	if p.Layout.FP8() {
 		return p.copyOutput(), nil
 	}
 	out, err := p.planOutput(KindPrefill)

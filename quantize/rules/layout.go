@@ -32,6 +32,10 @@ type Detected struct {
 	QuantMethod string `json:"quant_method,omitempty"`
 }
 
+// FP8 reports an FP8 source (DeepSeek blocks or compressed-tensors FP8): its prefill output is
+// the source itself.
+func (d Detected) FP8() bool { return d.Layout == LayoutFP8Block || d.Layout == LayoutCTFP8 }
+
 // String names the layout for people: "dense BF16", "FP8 block 128x128", ...
 func (d Detected) String() string {
 	switch d.Layout {

@@ -2,7 +2,6 @@ package serving
 
 import (
 	"pdq/quantize/convert"
-	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
 
@@ -63,7 +62,7 @@ func specBytes(s safetensors.TensorSpec) int64 {
 // ExpertFormats says what a checkpoint of the plan holds in its routed experts: FP8 blocks, or
 // INT4 with a group size (0: none or per channel, which the width rule does not constrain).
 func ExpertFormats(p *convert.Plan, which Checkpoint) (fp8 bool, int4Group int) {
-	fp8Source := p.Layout.Layout == rules.LayoutFP8Block || p.Layout.Layout == rules.LayoutCTFP8
+	fp8Source := p.Layout.FP8()
 	switch which {
 	case Source:
 		return fp8Source, 0
