@@ -1,0 +1,137 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+
+	"pdq/calib"
+	"pdq/kernels"
+	"pdq/quantize"
+	"pdq/quantize/report"
+)
+
+// Scheme says what an output does with one source module (report.Scheme).
+type Scheme = report.Scheme
+
+// The schemes (see package report).
+const (
+	SchemeCopy     = report.SchemeCopy
+	SchemeInt4     = report.SchemeInt4
+	SchemeFP8Block = report.SchemeFP8Block
+	SchemeFP8Keep  = report.SchemeFP8Keep
+	SchemeBF16     = report.SchemeBF16
+)
+
+// DenseForm is what the decode checkpoint keeps for the Linears it does not make INT4.
+type DenseForm string
+
+// The dense forms.
+const (
+	DenseBF16 DenseForm = "bf16" // BF16 (loads in vLLM and SGLang)
+	DenseFP8  DenseForm = "fp8"  // FP8 blocks, a second compressed-tensors group
+)
+
+// Unsupported is what planning does with a target the scheme cannot take.
+type Unsupported string
+
+// The choices for unsupported targets.
+const (
+	UnsupportedError Unsupported = "error" // refuse the plan (ErrUnsupported)
+	UnsupportedSkip  Unsupported = "skip"  // keep the module dense and list it in Plan.Skipped
+)
+
+// DefaultTargets matches the routed-expert Linear modules of GLM, DeepSeek, Kimi and Qwen-style
+// checkpoints: "model.layers.7.mlp.experts.42.gate_proj" and friends.
+const DefaultTargets = `\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)$`
+
+// FP8BlockSize is the block edge of the FP8 schemes pdq writes.
+const FP8BlockSize = kernels.FP8Block
+
+// DefaultMaxShardSize is the largest output shard unless told otherwise (5 GB, as the Hugging Face
+// tools use).
+const DefaultMaxShardSize = 5_000_000_000
+
+// Options decide the plan.
+type Options struct {
+	GroupSize     int             // INT4 group size: 32, 64 or 128 (0 means DefaultGroupSize), or PerChannel
+	Method        quantize.Method // INT4 scale method
+	SignedScales  bool            // experimental Q4_0-style signed scales
+	Targets       string          // regex over module names selecting INT4 modules (default DefaultTargets)
+	Ignore        string          // regex over module names kept out of every quantization
+	DecodeDense   DenseForm       // DenseBF16 (default) or DenseFP8: what the decode checkpoint keeps for non-target Linears
+	Only          OutputKind      // "" (both), KindPrefill or KindDecode
+	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
+	OnUnsupported Unsupported     // UnsupportedError (default) or UnsupportedSkip: keep unsupported targets dense and list them
+	// NoInt4OK accepts a decode output without any INT4 module (otherwise ErrNoTargets).
+	NoInt4OK bool `json:",omitempty"`
+
+	// Calib, when set, holds the calibration statistics the INT4 modules use (see CalibMethod);
+	// the plan ID includes the file's SHA-256, so a resumed run refuses a different file.
+	Calib         *calib.Stats `json:"-"`
+	CalibMethod   string       `json:",omitempty"` // "weighted" (default with Calib) or "gptq"
+	CalibActOrder bool         `json:",omitempty"` // gptq: process columns by decreasing E[x²]
+	CalibDamp     float64      `json:",omitempty"` // gptq: dampening, fraction of the mean diagonal (0: 1%)
+
+	// TargetSet and IgnoreSet, when not nil, replace the Targets and Ignore regexes with exact
+	// module names (verify rebuilds a plan from what an output holds).
+	TargetSet map[string]bool `json:"-"`
+	IgnoreSet map[string]bool `json:"-"`
+}
+
+// Sentinel errors of planning.
+var (
+	// ErrUnsupported: a target module cannot take the scheme (dtype, shape, group size).
+	ErrUnsupported = errors.New("unsupported module")
+	// ErrMissingScale: an FP8 weight without its scale companion.
+	ErrMissingScale = errors.New("FP8 weight without a scale companion")
+	// ErrBadOptions: options that contradict each other or the source.
+	ErrBadOptions = errors.New("invalid options")
+	// ErrNoTargets: the decode output would hold no INT4 module (nothing matches the targets,
+	// or the ignore pattern removes every match).
+	ErrNoTargets = errors.New("no module to quantize to INT4")
+)
+
+// PerChannel as Options.GroupSize gives one INT4 scale per output channel.
+const PerChannel = quantize.PerChannel
+
+// DefaultGroupSize is the INT4 group size unless told otherwise.
+const DefaultGroupSize = 32
+
+// group returns the group length for a module with cols input features.
+func (o *Options) group(cols int) int { return quantize.GroupWidth(o.GroupSize, cols) }
+
+func (o *Options) defaults() error {
+	if o.GroupSize == 0 {
+		o.GroupSize = DefaultGroupSize
+	}
+	if o.Method == "" {
+		o.Method = quantize.Method("mse")
+	}
+	if o.Targets == "" {
+		o.Targets = DefaultTargets
+	}
+	if o.DecodeDense == "" {
+		o.DecodeDense = DenseBF16
+	}
+	if o.MaxShardSize <= 0 {
+		o.MaxShardSize = DefaultMaxShardSize
+	}
+	if o.OnUnsupported == "" {
+		o.OnUnsupported = UnsupportedError
+	}
+	switch {
+	case quantize.CheckGroupSize(o.GroupSize) != nil:
+		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
+	case o.DecodeDense != DenseBF16 && o.DecodeDense != DenseFP8:
+		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
+	case o.Only != "" && o.Only != KindPrefill && o.Only != KindDecode:
+		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
+	case o.OnUnsupported != UnsupportedError && o.OnUnsupported != UnsupportedSkip:
+		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
+	case o.Method.Check() != nil:
+		return fmt.Errorf("%w: %v", ErrBadOptions, o.Method.Check())
+	case o.SignedScales && o.Method != "mse":
+		return fmt.Errorf("%w: signed scales need the mse method, not %q", ErrBadOptions, o.Method)
+	}
+	return o.calibDefaults()
+}
