@@ -25,6 +25,20 @@ func (int4Encoding) Bind(m *Module, kind OutputKind, o *Options) Bound {
 	return &int4Bound{m: m, kind: kind, o: o, group: o.group(m.Cols)}
 }
 
+// unfit: the in features must fill whole groups and whole packed words.
+func (int4Encoding) unfit(m *Module, o *Options) string {
+	g := o.group(m.Cols)
+	switch {
+	case m.Cols == 0:
+		return "no in features"
+	case m.Cols%g != 0:
+		return fmt.Sprintf("in features %d not a multiple of group size %d", m.Cols, g)
+	case m.Cols%8 != 0:
+		return fmt.Sprintf("in features %d not a multiple of 8 (packing)", m.Cols)
+	}
+	return ""
+}
+
 // ctGroup is the compressed-tensors config group of the INT4 modules.
 func (int4Encoding) ctGroup(o *Options) (key, format string, group map[string]any) {
 	w := map[string]any{

@@ -93,6 +93,20 @@ type outResult struct {
 	note       string
 }
 
+// fitter is implemented by the encodings that cannot take every module.
+type fitter interface {
+	// unfit says why module m cannot take the encoding under options o ("" when it can).
+	unfit(m *Module, o *Options) string
+}
+
+// unfit says why module m cannot take scheme s under options o ("" when it can).
+func unfit(m *Module, s Scheme, o *Options) string {
+	if f, ok := encodings[s].(fitter); ok {
+		return f.unfit(m, o)
+	}
+	return ""
+}
+
 // encodings is the table of every scheme pdq writes.
 var encodings = map[Scheme]Encoding{}
 

@@ -109,7 +109,7 @@ func (p *Plan) skipSiblings() {
 	}
 	for _, m := range p.Modules {
 		cause, ok := skippedParent[parentOf(m.Name)]
-		if !ok || m.Scheme(KindDecode) != SchemeInt4 {
+		if !ok || m.Scheme(KindDecode) != p.Options.targetScheme() {
 			continue
 		}
 		m.Skipped = "kept with " + cause + " (one scheme per expert)"
@@ -149,18 +149,8 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 	switch {
 	case ignored:
 	case isTarget:
-		decode = SchemeInt4
-		g := o.group(m.Cols)
-		var why string
-		switch {
-		case m.Cols == 0:
-			why = "no in features"
-		case m.Cols%g != 0:
-			why = fmt.Sprintf("in features %d not a multiple of group size %d", m.Cols, g)
-		case m.Cols%8 != 0:
-			why = fmt.Sprintf("in features %d not a multiple of 8 (packing)", m.Cols)
-		}
-		if why != "" {
+		decode = o.targetScheme()
+		if why := unfit(m, decode, &o); why != "" {
 			if o.OnUnsupported != UnsupportedSkip {
 				return fmt.Errorf("convert: %s: tensor %q: %w: %s", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
 			}

@@ -97,6 +97,9 @@ const PerChannel = quantize.PerChannel
 // DefaultGroupSize is the INT4 group size unless told otherwise.
 const DefaultGroupSize = 32
 
+// targetScheme is the encoding of the decode output's targets.
+func (o *Options) targetScheme() Scheme { return SchemeInt4 }
+
 // group returns the group length for a module with cols input features.
 func (o *Options) group(cols int) int { return quantize.GroupWidth(o.GroupSize, cols) }
 

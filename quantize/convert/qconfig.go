@@ -40,7 +40,7 @@ func (p *Plan) prefillConfig() map[string]any {
 // matching every Linear; the others by name patterns), every other Linear listed in "ignore".
 func (p *Plan) decodeConfig() map[string]any {
 	c := cloneConfig(p.Config)
-	primary := encodings[SchemeInt4].(ctGrouped)
+	primary := encodings[p.Options.targetScheme()].(ctGrouped)
 	key0, format, frag0 := primary.ctGroup(&p.Options)
 	members := map[string][]string{key0: nil}
 	frags := map[string]map[string]any{key0: frag0}

@@ -11,18 +11,6 @@ import (
 	"pdq/quantize/rules"
 )
 
-// Scheme says what an output does with one source module.
-type Scheme string
-
-// The schemes.
-const (
-	SchemeCopy     Scheme = "copy"      // bytes unchanged
-	SchemeInt4     Scheme = "int4"      // compressed-tensors pack-quantized group INT4
-	SchemeFP8Block Scheme = "fp8-block" // FP8 e4m3 with 128x128 block scales, quantized from dense values
-	SchemeFP8Keep  Scheme = "fp8-keep"  // FP8 source blocks kept as they are (renamed for compressed-tensors)
-	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
-)
-
 // Float is a float64 that encodes infinities and NaN as JSON null (an exact reconstruction has
 // infinite SQNR).
 type Float float64

@@ -7,6 +7,18 @@ import "pdq/internal/floatcodec"
 // encodings (package convert) write these layouts; a test there checks StoredBytes against the
 // tensors each encoding plans.
 
+// Scheme says what an output does with one source module.
+type Scheme string
+
+// The schemes.
+const (
+	SchemeCopy     Scheme = "copy"      // bytes unchanged
+	SchemeInt4     Scheme = "int4"      // compressed-tensors pack-quantized group INT4
+	SchemeFP8Block Scheme = "fp8-block" // FP8 e4m3 with 128x128 block scales, quantized from dense values
+	SchemeFP8Keep  Scheme = "fp8-keep"  // FP8 source blocks kept as they are (renamed for compressed-tensors)
+	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
+)
+
 // Family groups schemes for plots: the encodings of one family share a colour.
 type Family int
 
