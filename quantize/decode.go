@@ -116,3 +116,20 @@ func CheckUE8M0(scale []float32) error {
 	}
 	return nil
 }
+
+// DecodeFP8BlockOn is DecodeFP8Block on backend be (nil: kernels.CPU): the FP8-block source
+// decode e4m3(code)·scale with the block size inferred from the scale shape.
+func DecodeFP8BlockOn(be kernels.Backend, dst []float32, src []byte, scale []float32, scaleShape []int64, rows, cols int) error {
+	bh, bw, err := FP8BlockSize(rows, cols, scaleShape)
+	if err != nil {
+		return err
+	}
+	if int64(len(scale)) != scaleShape[0]*scaleShape[1] {
+		return badShape("FP8 block scale has %d elements, shape %v", len(scale), scaleShape)
+	}
+	if err := checkScales(scale); err != nil {
+		return err
+	}
+	be = backendOr(be)
+	return kernelErr(be, be.DequantizeFP8Block(dst, src, scale, rows, cols, bh, bw), 0, cols)
+}

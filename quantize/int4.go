@@ -270,3 +270,31 @@ func sqnr(sig, noise float64) float64 {
 	}
 	return 10 * math.Log10(sig/noise)
 }
+
+// DequantizeInt4On is DequantizeInt4 on backend be (nil: kernels.CPU): the scales are decoded
+// and checked on the host, the expansion runs on the backend.
+func DequantizeInt4On(be kernels.Backend, dst []float32, packed, scales []byte, scaleDType safetensors.DType, rows, cols, groupSize int) error {
+	be = backendOr(be)
+	g := GroupWidth(groupSize, cols)
+	if rows < 0 || cols <= 0 || g <= 0 || g%8 != 0 || cols%g != 0 {
+		return badShape("INT4 dequantize: group %d does not divide %d columns in multiples of 8", groupSize, cols)
+	}
+	if len(dst) != rows*cols || len(packed) != rows*cols/2 {
+		return badShape("INT4 dequantize %d×%d: dst has %d elements, packed %d bytes", rows, cols, len(dst), len(packed))
+	}
+	if scaleDType != safetensors.BF16 && scaleDType != safetensors.F16 && scaleDType != safetensors.F32 {
+		return fmt.Errorf("quantize: INT4 scales of dtype %s: %w", scaleDType, safetensors.ErrUnsupportedDType)
+	}
+	n := rows * cols / g
+	if len(scales)*8 != n*scaleDType.Bits() {
+		return badShape("INT4 dequantize: %d scale bytes for %d %s scales", len(scales), n, scaleDType)
+	}
+	s := make([]float32, n)
+	if err := safetensors.DecodeFloat32(s, scales, scaleDType); err != nil {
+		return fmt.Errorf("quantize: INT4 scales: %w", err)
+	}
+	if i := firstNonFinite(s); i >= 0 {
+		return fmt.Errorf("quantize: INT4 scale %d is %v: %w", i, s[i], ErrNonFinite)
+	}
+	return kernelErr(be, be.DequantizeInt4(dst, packed, s, rows, cols, g), 0, cols)
+}
