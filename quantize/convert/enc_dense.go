@@ -82,7 +82,7 @@ func (b *rawBound) ChecksFinite() bool  { return false }
 func (b *rawBound) Bands() bool         { return true }
 func (b *rawBound) Cost() float64       { return float64(b.m.Weight.ByteSize()) * nsCopyByte * 1e-9 }
 
-func (b *rawBound) Dequantize([]float32, tensorReader) (string, error) { return "", nil }
+func (b *rawBound) Dequantize([]float32, TensorReader) (string, error) { return "", nil }
 
 func (b *rawBound) newEncoder() encoder { return &rawEncoder{} }
 
@@ -136,7 +136,7 @@ func (b *bf16Bound) ChecksFinite() bool { return false }
 func (b *bf16Bound) Bands() bool        { return true }
 func (b *bf16Bound) Cost() float64      { return float64(b.m.Weight.NumElements()) * nsDense * 1e-9 }
 
-func (b *bf16Bound) Dequantize(dst []float32, read tensorReader) (string, error) {
+func (b *bf16Bound) Dequantize(dst []float32, read TensorReader) (string, error) {
 	raw, _, err := read(b.m.Name + suffixWeight)
 	if err != nil {
 		return "", err

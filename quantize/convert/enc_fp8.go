@@ -79,7 +79,7 @@ func (b *fp8Bound) Bands() bool         { return true }
 
 func (b *fp8Bound) Cost() float64 { return float64(b.m.Weight.NumElements()) * nsFP8Block * 1e-9 }
 
-func (b *fp8Bound) Dequantize(dst []float32, read tensorReader) (string, error) {
+func (b *fp8Bound) Dequantize(dst []float32, read TensorReader) (string, error) {
 	data, _, err := read(b.m.Name + suffixWeight)
 	if err != nil {
 		return "", err

@@ -107,7 +107,7 @@ func (b *int4Bound) Cost() float64 {
 	return float64(b.m.Weight.NumElements()) * ns * 1e-9
 }
 
-func (b *int4Bound) Dequantize(dst []float32, read tensorReader) (string, error) {
+func (b *int4Bound) Dequantize(dst []float32, read TensorReader) (string, error) {
 	m := b.m
 	packed, _, err := read(m.Name + suffixPacked)
 	if err != nil {

@@ -46,15 +46,15 @@ type Bound interface {
 	Cost() float64
 	// Dequantize reads the output's tensors (read) and writes the values they hold to dst
 	// (Rows×Cols), for verify. A malformed output is a problem, not an error.
-	Dequantize(dst []float32, read tensorReader) (problem string, err error)
+	Dequantize(dst []float32, read TensorReader) (problem string, err error)
 
 	// newEncoder returns a streaming encoder of this scheme; a worker keeps one per output and
 	// scheme, its storage reused slab after slab.
 	newEncoder() encoder
 }
 
-// tensorReader reads one whole output tensor: its bytes and its header entry.
-type tensorReader func(name string) ([]byte, *safetensors.Tensor, error)
+// TensorReader reads one whole tensor of an output: its bytes and its header entry.
+type TensorReader func(name string) ([]byte, *safetensors.Tensor, error)
 
 // encoder encodes slabs of one scheme: begin, add for each band in row order (a slab not cut in
 // bands is one band), end. It writes the output's tensors to the job's shard set and adds the
