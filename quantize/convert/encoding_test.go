@@ -77,3 +77,25 @@ func TestStoredBytesMatchesPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputList: a module has one scheme per configured output, set and read by kind; an output
+// it has no scheme for copies.
+func TestOutputList(t *testing.T) {
+	var m Module
+	for i, kind := range outputKinds {
+		if outputIndex(kind) != i {
+			t.Fatalf("outputIndex(%q) = %d, want %d", kind, outputIndex(kind), i)
+		}
+		if m.Scheme(kind) != SchemeCopy {
+			t.Fatalf("unset %s scheme is %q, want copy", kind, m.Scheme(kind))
+		}
+	}
+	m.setScheme(KindDecode, SchemeInt4)
+	m.setScheme(KindPrefill, SchemeFP8Block)
+	if len(m.Schemes) != len(outputKinds) || m.Scheme(KindDecode) != SchemeInt4 || m.Scheme(KindPrefill) != SchemeFP8Block {
+		t.Fatalf("schemes %v", m.Schemes)
+	}
+	if outputIndex("other") != -1 || m.Scheme("other") != SchemeCopy {
+		t.Fatal("an unknown output kind has a place in the list")
+	}
+}
