@@ -11,10 +11,9 @@ import (
 	"os"
 	"sync"
 
+	"pdq/internal/fsutil"
 	"pdq/publish/store"
 	"pdq/publish/zipnn"
-
-	"pdq/safetensors"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -31,7 +30,7 @@ type localSource interface {
 // openSource opens a local file to read, refusing what is not a regular file (a FIFO is never
 // opened for reading); every read of a file to publish goes through it (tests count them).
 var openSource = func(name string) (localSource, error) {
-	f, err := safetensors.OpenRegular(name)
+	f, err := fsutil.OpenRegular(name)
 	if err != nil {
 		return nil, err
 	}

@@ -157,11 +157,11 @@ func openShards(dir string, names []string) ([]*Shard, error) {
 
 // openShard stats a shard and parses its header.
 func openShard(path string) (*Shard, error) {
-	f, err := OpenRegular(path)
+	f, err := fsutil.OpenRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("safetensors: %s: %w", path, ErrMissingShard)
 	}
-	if errors.Is(err, ErrNotRegular) {
+	if errors.Is(err, fsutil.ErrNotRegular) {
 		return nil, fmt.Errorf("safetensors: %w: %w", err, ErrMissingShard)
 	}
 	if err != nil {

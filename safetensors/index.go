@@ -7,7 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"unicode/utf8"
+
+	"pdq/internal/fsutil"
 )
+
+// MaxIndexSize is the largest model.safetensors.index.json read (a 120,000-tensor index is about
+// 12 MB).
+const MaxIndexSize = 64 << 20
 
 // index is a parsed model.safetensors.index.json.
 type index struct {
@@ -21,8 +27,8 @@ type index struct {
 // each a plain file name, and an optional "metadata" object. Other keys are ignored; repeated keys
 // are refused.
 func readIndex(path string) (*index, error) {
-	data, err := ReadRegularFile(path, MaxIndexSize)
-	if errors.Is(err, ErrFileTooLarge) {
+	data, err := fsutil.ReadRegularFile(path, MaxIndexSize)
+	if errors.Is(err, fsutil.ErrFileTooLarge) {
 		return nil, fmt.Errorf("safetensors: %w (%w)", err, ErrInvalidIndex)
 	}
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"pdq/internal/fsutil"
 )
 
 // ReadTensor reads the whole of t into dst, whose length must be t.ByteSize().
@@ -92,7 +94,7 @@ func (c *Checkpoint) file(s *Shard, name string) (*os.File, error) {
 	if !slices.Contains(c.Shards, s) {
 		return nil, fmt.Errorf("safetensors: %s: shard is not part of this checkpoint", what)
 	}
-	f, err := OpenRegular(s.Path)
+	f, err := fsutil.OpenRegular(s.Path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

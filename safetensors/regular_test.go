@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"pdq/internal/fsutil"
 )
 
 // openWithin runs Open and fails the test if it has not returned in a minute (a FIFO opened for
@@ -41,18 +43,18 @@ func TestOpenRefusesFIFOs(t *testing.T) {
 	}{
 		{"shard named directly", func(dir string) string {
 			return mkfifo(t, filepath.Join(dir, "f.safetensors"))
-		}, ErrNotRegular},
+		}, fsutil.ErrNotRegular},
 		{"shard named by the index", func(dir string) string {
 			link(t, base, dir, "s1.safetensors")
 			mkfifo(t, filepath.Join(dir, "f.safetensors"))
 			writeIndexJSON(t, dir, `{"weight_map": {"a0": "s1.safetensors", "b0": "f.safetensors"}}`)
 			return dir
-		}, ErrNotRegular},
+		}, fsutil.ErrNotRegular},
 		{"index", func(dir string) string {
 			link(t, base, dir, "s1.safetensors")
 			mkfifo(t, filepath.Join(dir, IndexFileName))
 			return dir
-		}, ErrNotRegular},
+		}, fsutil.ErrNotRegular},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,8 +73,8 @@ func TestIndexSizeCapped(t *testing.T) {
 	body := `{"weight_map": {"a0": "s1.safetensors"}}`
 	writeIndexJSON(t, dir, body+strings.Repeat(" ", MaxIndexSize+1-len(body)))
 	_, err := Open(dir)
-	if !errors.Is(err, ErrFileTooLarge) || !errors.Is(err, ErrInvalidIndex) || !strings.Contains(err.Error(), "67108864") {
-		t.Fatalf("Open = %v, want ErrFileTooLarge and ErrInvalidIndex naming the limit", err)
+	if !errors.Is(err, fsutil.ErrFileTooLarge) || !errors.Is(err, ErrInvalidIndex) || !strings.Contains(err.Error(), "67108864") {
+		t.Fatalf("Open = %v, want fsutil.ErrFileTooLarge and ErrInvalidIndex naming the limit", err)
 	}
 	writeIndexJSON(t, dir, body+strings.Repeat(" ", MaxIndexSize-len(body)))
 	ck, err := Open(dir)

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"pdq/safetensors"
+	"pdq/internal/fsutil"
 )
 
 // Local is a Store kept in a directory: the object with key K is the file ROOT/K, so a published
@@ -90,7 +90,7 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, fmt.Errorf("%w: %s", ErrNotExist, key)
 	}
 	info.Size, info.ModTime = fi.Size(), fi.ModTime()
-	if b, err := safetensors.ReadRegularFile(l.state("meta", filepath.FromSlash(key)), maxSidecar); err == nil {
+	if b, err := fsutil.ReadRegularFile(l.state("meta", filepath.FromSlash(key)), maxSidecar); err == nil {
 		var sc sidecar
 		if json.Unmarshal(b, &sc) == nil && sc.Size == fi.Size() && sc.ModNano == fi.ModTime().UnixNano() {
 			for k, v := range sc.Metadata {
@@ -197,8 +197,8 @@ func (l *Local) GetRange(ctx context.Context, key string, off, length int64) (io
 		return nil, err
 	}
 	// Never blocks on a FIFO under the key: only regular files are objects.
-	f, err := safetensors.OpenRegular(l.path(key))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, safetensors.ErrNotRegular) {
+	f, err := fsutil.OpenRegular(l.path(key))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fsutil.ErrNotRegular) {
 		return nil, fmt.Errorf("%w: %s", ErrNotExist, key)
 	}
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"pdq/safetensors"
+	"pdq/internal/fsutil"
 )
 
 // A local multipart upload is the directory ROOT/.pdq/uploads/ID holding info.json (key,
@@ -45,7 +45,7 @@ func (l *Local) uploadDir(key, id string) (string, error) {
 		return "", fmt.Errorf("%w: upload %q of %s", ErrNotExist, id, key)
 	}
 	dir := l.state("uploads", id)
-	b, err := safetensors.ReadRegularFile(filepath.Join(dir, "info.json"), maxSidecar)
+	b, err := fsutil.ReadRegularFile(filepath.Join(dir, "info.json"), maxSidecar)
 	if err != nil {
 		return "", fmt.Errorf("%w: upload %s of %s", ErrNotExist, id, key)
 	}
@@ -97,7 +97,7 @@ func (l *Local) ListUploads(ctx context.Context, key string) ([]Upload, error) {
 	}
 	var ups []Upload
 	for _, e := range ents {
-		b, err := safetensors.ReadRegularFile(l.state("uploads", e.Name(), "info.json"), maxSidecar)
+		b, err := fsutil.ReadRegularFile(l.state("uploads", e.Name(), "info.json"), maxSidecar)
 		if err != nil {
 			continue // an upload being created or aborted
 		}
@@ -198,7 +198,7 @@ func (l *Local) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if err != nil {
 		return err
 	}
-	b, err := safetensors.ReadRegularFile(filepath.Join(dir, "info.json"), maxSidecar)
+	b, err := fsutil.ReadRegularFile(filepath.Join(dir, "info.json"), maxSidecar)
 	if err != nil {
 		return fmt.Errorf("%w: upload %s of %s", ErrNotExist, uploadID, key)
 	}
@@ -262,7 +262,7 @@ func appendFile(ctx context.Context, dst *os.File, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	src, err := safetensors.OpenRegular(name)
+	src, err := fsutil.OpenRegular(name)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}

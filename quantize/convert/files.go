@@ -6,13 +6,12 @@ import (
 	"io"
 
 	"pdq/internal/fsutil"
-	"pdq/safetensors"
 )
 
 // copyFile makes dst a copy of src (temporary name, then rename), with src's permission bits
 // at most 0644: a copy is never readable by more users than its source.
 func copyFile(src, dst string) error {
-	in, err := safetensors.OpenRegular(src) // a FIFO put in a side file's place is refused, not waited on
+	in, err := fsutil.OpenRegular(src) // a FIFO put in a side file's place is refused, not waited on
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}

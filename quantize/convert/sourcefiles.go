@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 
+	"pdq/internal/fsutil"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
@@ -39,7 +40,7 @@ func checkSourceLinks(p *Plan) error {
 // (opened without blocking, so a FIFO put in its place is refused, not waited on) of at most limit
 // bytes (so /dev/zero cannot fill the disk); otherwise the file changed since it was read.
 func readSourceFile(path string, limit int64) ([]byte, error) {
-	b, err := safetensors.ReadRegularFile(path, limit)
+	b, err := fsutil.ReadRegularFile(path, limit)
 	if err != nil {
 		return nil, fmt.Errorf("convert: %s: %w since it was read: %w", path, ErrSourceChanged, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"pdq/safetensors"
+	"pdq/internal/fsutil"
 )
 
 // TestLoadRefusesFIFO: a FIFO given as the report is refused at once, not waited on.
@@ -17,7 +17,7 @@ func TestLoadRefusesFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Skip(err)
 	}
-	if _, err := Load(path); !errors.Is(err, safetensors.ErrNotRegular) {
-		t.Fatalf("Load of a FIFO: %v, want ErrNotRegular", err)
+	if _, err := Load(path); !errors.Is(err, fsutil.ErrNotRegular) {
+		t.Fatalf("Load of a FIFO: %v, want fsutil.ErrNotRegular", err)
 	}
 }

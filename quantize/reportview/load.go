@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"pdq/internal/fsutil"
 	"pdq/quantize/report"
-	"pdq/safetensors"
 )
 
 // ErrFormat marks a file that is not a report.json written by pdq convert.
@@ -24,7 +24,7 @@ const maxIndex = 1 << 20
 // Load reads and checks the report at path.
 func Load(path string) (*report.Report, error) {
 	// A FIFO or device in the report's place is refused, never waited on or read without end.
-	f, err := safetensors.OpenRegular(path)
+	f, err := fsutil.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("reportview: %w", err)
 	}

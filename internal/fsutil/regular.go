@@ -1,4 +1,4 @@
-package safetensors
+package fsutil
 
 import (
 	"errors"
@@ -14,10 +14,6 @@ var ErrNotRegular = errors.New("not a regular file")
 
 // ErrFileTooLarge: a file read whole into memory is over its documented limit.
 var ErrFileTooLarge = errors.New("file over the size limit")
-
-// MaxIndexSize is the largest model.safetensors.index.json read (a 120,000-tensor index is about
-// 12 MB).
-const MaxIndexSize = 64 << 20
 
 // OpenRegular opens name for reading only if it is a regular file (symbolic links followed). The
 // open itself never blocks: it is made non-blocking, so that a FIFO put in the file's place
