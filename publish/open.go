@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"pdq/publish/store"
+	"pdq/publish/store/localstore"
 	"pdq/publish/store/s3store"
 )
 
@@ -98,11 +99,11 @@ func OpenStore(ctx context.Context, raw string, opts StoreOptions) (store.Store,
 		if u.Host != "" && u.Host != "localhost" || !filepath.IsAbs(filepath.FromSlash(u.Path)) || u.RawQuery != "" || u.Fragment != "" {
 			return nil, fmt.Errorf("%w: %s: want file:///absolute/path", ErrBadURL, quote(raw))
 		}
-		return store.NewLocal(filepath.FromSlash(u.Path))
+		return localstore.New(filepath.FromSlash(u.Path))
 	case urlScheme(raw) != "":
 		return nil, badURL(raw)
 	}
-	return store.NewLocal(raw)
+	return localstore.New(raw)
 }
 
 // ReadManifest fetches and checks the manifest of the version in st, returning its raw bytes too.

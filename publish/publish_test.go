@@ -12,12 +12,13 @@ import (
 	"testing"
 
 	"pdq/publish/store"
+	"pdq/publish/store/localstore"
 )
 
 var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func localStore(t testing.TB, dir string) *store.Local {
-	s, err := store.NewLocal(dir)
+func localStore(t testing.TB, dir string) *localstore.Local {
+	s, err := localstore.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

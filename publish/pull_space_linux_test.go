@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"pdq/internal/testfs"
-	"pdq/publish/store"
+	"pdq/publish/store/localstore"
 )
 
 // fill writes a file in dir until its file system is full.
@@ -62,7 +62,7 @@ func TestPullFullDisk(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name, key, want string // the object whose last range fills the disk; the error's words
-		st              *store.Local
+		st              *localstore.Local
 	}{
 		{"plain", "model-00001-of-00002.safetensors", "no space left on device", plain},
 		{"compressed, while restoring", "model-00002-of-00002.safetensors.zipnn", "restoring", packed},

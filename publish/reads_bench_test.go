@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"pdq/publish/store"
+	"pdq/publish/store/localstore"
 	"pdq/publish/store/s3store"
 	"pdq/publish/store/s3store/s3test"
 )
@@ -93,7 +93,7 @@ func BenchmarkPublishReads(b *testing.B) {
 		read0 := readBytes(b)
 		for b.Loop() {
 			i++
-			st, err := store.NewLocal(filepath.Join(root, strconv.Itoa(i)))
+			st, err := localstore.New(filepath.Join(root, strconv.Itoa(i)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func BenchmarkPublishReads(b *testing.B) {
 		i := 0
 		publish := func() {
 			i++
-			st, err := store.NewLocal(filepath.Join(root, strconv.Itoa(i)))
+			st, err := localstore.New(filepath.Join(root, strconv.Itoa(i)))
 			if err != nil {
 				b.Fatal(err)
 			}

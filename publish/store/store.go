@@ -1,6 +1,7 @@
-// Package store defines the object store that pdq publishes to and pulls from, and its local
-// directory implementation. The S3-compatible implementation lives in package s3store; the shared
-// test suite every implementation must pass lives in package storetest.
+// Package store defines the object store that pdq publishes to and pulls from: the contract and
+// Limit, the decorator that bounds requests in flight. The implementations are packages of their
+// own: localstore (a directory) and s3store (S3-compatible); the shared test suite every
+// implementation must pass lives in package storetest.
 //
 // A Store is a flat namespace of objects addressed by keys relative to the store's root (a
 // directory, or a bucket and prefix). Keys are slash-separated relative paths: no leading slash,

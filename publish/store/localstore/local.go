@@ -1,4 +1,6 @@
-package store
+// Package localstore is the store.Store kept in a local directory: an object is a file under the
+// root, so a published version is an ordinary checkpoint directory.
+package localstore
 
 import (
 	"context"
@@ -14,9 +16,10 @@ import (
 	"strings"
 
 	"pdq/internal/fsutil"
+	"pdq/publish/store"
 )
 
-// Local is a Store kept in a directory: the object with key K is the file ROOT/K, so a published
+// Local is a store.Store kept in a directory: the object with key K is the file ROOT/K, so a published
 // checkpoint is an ordinary directory. Its own state lives under ROOT/.pdq: metadata sidecars in
 // meta/, temporary files in tmp/, multipart uploads in uploads/ID/. Every write goes to a temporary
 // file that is fsynced and then renamed (or hard-linked, for IfNoneMatch) into place, and the
@@ -30,11 +33,11 @@ type Local struct {
 	root string
 }
 
-// Local implements Store.
-var _ Store = (*Local)(nil)
+// Local implements store.Store.
+var _ store.Store = (*Local)(nil)
 
 // NewLocal returns the store rooted at dir. The directory is created on the first write.
-func NewLocal(dir string) (*Local, error) {
+func New(dir string) (*Local, error) {
 	if dir == "" {
 		return nil, errors.New("store: empty local directory")
 	}
@@ -55,7 +58,7 @@ func (l *Local) Root() string { return l.root }
 
 func (l *Local) path(key string) string { return filepath.Join(l.root, filepath.FromSlash(key)) }
 func (l *Local) state(parts ...string) string {
-	return filepath.Join(append([]string{l.root, ReservedPrefix}, parts...)...)
+	return filepath.Join(append([]string{l.root, store.ReservedPrefix}, parts...)...)
 }
 
 // maxSidecar bounds the metadata sidecar read (metadata is a few hundred bytes).
@@ -68,26 +71,26 @@ type sidecar struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
-// Stat implements Store.
-func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
-	if err := ValidKey(key); err != nil {
-		return Info{}, err
+// Stat implements store.Store.
+func (l *Local) Stat(ctx context.Context, key string) (store.Info, error) {
+	if err := store.ValidKey(key); err != nil {
+		return store.Info{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Info{}, err
+		return store.Info{}, err
 	}
 	fi, err := os.Stat(l.path(key))
 	if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.Mode().IsRegular() {
-		return Info{}, fmt.Errorf("%w: %s", ErrNotExist, key)
+		return store.Info{}, fmt.Errorf("%w: %s", store.ErrNotExist, key)
 	}
 	if err != nil {
-		return Info{}, fmt.Errorf("store: stat %s: %w", key, err)
+		return store.Info{}, fmt.Errorf("store: stat %s: %w", key, err)
 	}
-	info := Info{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), Metadata: map[string]string{}}
+	info := store.Info{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), Metadata: map[string]string{}}
 	unlock := l.lockMeta(false)
 	defer unlock()
 	if fi, err = os.Stat(l.path(key)); err != nil || !fi.Mode().IsRegular() { // again, under the lock
-		return Info{}, fmt.Errorf("%w: %s", ErrNotExist, key)
+		return store.Info{}, fmt.Errorf("%w: %s", store.ErrNotExist, key)
 	}
 	info.Size, info.ModTime = fi.Size(), fi.ModTime()
 	if b, err := fsutil.ReadRegularFile(l.state("meta", filepath.FromSlash(key)), maxSidecar); err == nil {
@@ -101,12 +104,12 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 	return info, nil
 }
 
-// Put implements Store.
-func (l *Local) Put(ctx context.Context, key string, r io.ReadSeeker, size int64, opts PutOptions) error {
-	if err := ValidKey(key); err != nil {
+// Put implements store.Store.
+func (l *Local) Put(ctx context.Context, key string, r io.ReadSeeker, size int64, opts store.PutOptions) error {
+	if err := store.ValidKey(key); err != nil {
 		return err
 	}
-	if err := ValidMetadata(opts.Metadata); err != nil {
+	if err := store.ValidMetadata(opts.Metadata); err != nil {
 		return err
 	}
 	tmp, err := l.tempFile("put-*")
@@ -116,7 +119,7 @@ func (l *Local) Put(ctx context.Context, key string, r io.ReadSeeker, size int64
 	defer os.Remove(tmp.Name())
 	crc, err := copyExact(ctx, tmp, r, size)
 	if err == nil && opts.HasCRC32C && crc != opts.CRC32C {
-		err = fmt.Errorf("%w: %s: got crc32c %08x, sent %08x", ErrChecksum, key, crc, opts.CRC32C)
+		err = fmt.Errorf("%w: %s: got crc32c %08x, sent %08x", store.ErrChecksum, key, crc, opts.CRC32C)
 	}
 	if err != nil {
 		tmp.Close()
@@ -126,7 +129,7 @@ func (l *Local) Put(ctx context.Context, key string, r io.ReadSeeker, size int64
 }
 
 // commit fsyncs and closes tmp and moves it to key, then records metadata.
-func (l *Local) commit(tmp *os.File, key string, opts PutOptions) error {
+func (l *Local) commit(tmp *os.File, key string, opts store.PutOptions) error {
 	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
 		return fmt.Errorf("store: put %s: %w", key, err)
@@ -160,7 +163,7 @@ func (l *Local) commit(tmp *os.File, key string, opts PutOptions) error {
 	defer unlock()
 	if opts.IfNoneMatch {
 		if _, err := os.Lstat(dst); err == nil {
-			return fmt.Errorf("%w: %s", ErrExists, key)
+			return fmt.Errorf("%w: %s", store.ErrExists, key)
 		}
 	}
 	if sc != nil {
@@ -175,7 +178,7 @@ func (l *Local) commit(tmp *os.File, key string, opts PutOptions) error {
 		// writers that take no lock.
 		if err := os.Link(tmp.Name(), dst); err != nil {
 			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("%w: %s", ErrExists, key)
+				return fmt.Errorf("%w: %s", store.ErrExists, key)
 			}
 			return fmt.Errorf("store: put %s: %w", key, err)
 		}
@@ -188,9 +191,9 @@ func (l *Local) commit(tmp *os.File, key string, opts PutOptions) error {
 	return nil
 }
 
-// GetRange implements Store.
+// GetRange implements store.Store.
 func (l *Local) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
-	if err := ValidKey(key); err != nil {
+	if err := store.ValidKey(key); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -199,7 +202,7 @@ func (l *Local) GetRange(ctx context.Context, key string, off, length int64) (io
 	// Never blocks on a FIFO under the key: only regular files are objects.
 	f, err := fsutil.OpenRegular(l.path(key))
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fsutil.ErrNotRegular) {
-		return nil, fmt.Errorf("%w: %s", ErrNotExist, key)
+		return nil, fmt.Errorf("%w: %s", store.ErrNotExist, key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: get %s: %w", key, err)
@@ -207,7 +210,7 @@ func (l *Local) GetRange(ctx context.Context, key string, off, length int64) (io
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%w: %s: not a regular file", ErrNotExist, key)
+		return nil, fmt.Errorf("%w: %s: not a regular file", store.ErrNotExist, key)
 	}
 	if off < 0 || off > fi.Size() {
 		f.Close()
@@ -242,8 +245,8 @@ func (rr *rangeReader) Read(p []byte) (int, error) {
 // Close implements io.Closer.
 func (rr *rangeReader) Close() error { return rr.f.Close() }
 
-// List implements Store.
-func (l *Local) List(ctx context.Context, prefix string, fn func(Info) error) error {
+// List implements store.Store.
+func (l *Local) List(ctx context.Context, prefix string, fn func(store.Info) error) error {
 	err := filepath.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == l.root && errors.Is(err, fs.ErrNotExist) {
@@ -257,7 +260,7 @@ func (l *Local) List(ctx context.Context, prefix string, fn func(Info) error) er
 		rel, _ := filepath.Rel(l.root, p)
 		key := filepath.ToSlash(rel)
 		if d.IsDir() {
-			if key == ReservedPrefix {
+			if key == store.ReservedPrefix {
 				return fs.SkipDir
 			}
 			return nil
@@ -277,9 +280,9 @@ func (l *Local) List(ctx context.Context, prefix string, fn func(Info) error) er
 	return nil
 }
 
-// Delete implements Store.
+// Delete implements store.Store.
 func (l *Local) Delete(ctx context.Context, key string) error {
-	if err := ValidKey(key); err != nil {
+	if err := store.ValidKey(key); err != nil {
 		return err
 	}
 	if err := os.Remove(l.state("meta", filepath.FromSlash(key))); err != nil && !errors.Is(err, fs.ErrNotExist) {

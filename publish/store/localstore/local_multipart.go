@@ -1,4 +1,4 @@
-package store
+package localstore
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"pdq/internal/fsutil"
+	"pdq/publish/store"
 )
 
 // A local multipart upload is the directory ROOT/.pdq/uploads/ID holding info.json (key,
@@ -38,30 +39,30 @@ func validUploadID(id string) bool {
 }
 
 func (l *Local) uploadDir(key, id string) (string, error) {
-	if err := ValidKey(key); err != nil {
+	if err := store.ValidKey(key); err != nil {
 		return "", err
 	}
 	if !validUploadID(id) {
-		return "", fmt.Errorf("%w: upload %q of %s", ErrNotExist, id, key)
+		return "", fmt.Errorf("%w: upload %q of %s", store.ErrNotExist, id, key)
 	}
 	dir := l.state("uploads", id)
 	b, err := fsutil.ReadRegularFile(filepath.Join(dir, "info.json"), maxSidecar)
 	if err != nil {
-		return "", fmt.Errorf("%w: upload %s of %s", ErrNotExist, id, key)
+		return "", fmt.Errorf("%w: upload %s of %s", store.ErrNotExist, id, key)
 	}
 	var info uploadInfo
 	if err := json.Unmarshal(b, &info); err != nil || info.Key != key {
-		return "", fmt.Errorf("%w: upload %s of %s", ErrNotExist, id, key)
+		return "", fmt.Errorf("%w: upload %s of %s", store.ErrNotExist, id, key)
 	}
 	return dir, nil
 }
 
-// CreateMultipart implements Store.
-func (l *Local) CreateMultipart(ctx context.Context, key string, opts PutOptions) (string, error) {
-	if err := ValidKey(key); err != nil {
+// CreateMultipart implements store.Store.
+func (l *Local) CreateMultipart(ctx context.Context, key string, opts store.PutOptions) (string, error) {
+	if err := store.ValidKey(key); err != nil {
 		return "", err
 	}
-	if err := ValidMetadata(opts.Metadata); err != nil {
+	if err := store.ValidMetadata(opts.Metadata); err != nil {
 		return "", err
 	}
 	var raw [16]byte
@@ -83,9 +84,9 @@ func (l *Local) CreateMultipart(ctx context.Context, key string, opts PutOptions
 	return id, nil
 }
 
-// ListUploads implements Store.
-func (l *Local) ListUploads(ctx context.Context, key string) ([]Upload, error) {
-	if err := ValidKey(key); err != nil {
+// ListUploads implements store.Store.
+func (l *Local) ListUploads(ctx context.Context, key string) ([]store.Upload, error) {
+	if err := store.ValidKey(key); err != nil {
 		return nil, err
 	}
 	ents, err := os.ReadDir(l.state("uploads"))
@@ -95,7 +96,7 @@ func (l *Local) ListUploads(ctx context.Context, key string) ([]Upload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list uploads of %s: %w", key, err)
 	}
-	var ups []Upload
+	var ups []store.Upload
 	for _, e := range ents {
 		b, err := fsutil.ReadRegularFile(l.state("uploads", e.Name(), "info.json"), maxSidecar)
 		if err != nil {
@@ -103,30 +104,30 @@ func (l *Local) ListUploads(ctx context.Context, key string) ([]Upload, error) {
 		}
 		var info uploadInfo
 		if json.Unmarshal(b, &info) == nil && info.Key == key {
-			ups = append(ups, Upload{Key: key, ID: e.Name(), Initiated: info.Initiated})
+			ups = append(ups, store.Upload{Key: key, ID: e.Name(), Initiated: info.Initiated})
 		}
 	}
 	sort.Slice(ups, func(i, j int) bool { return ups[i].Initiated.Before(ups[j].Initiated) })
 	return ups, nil
 }
 
-// UploadPart implements Store.
-func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32, r io.ReadSeeker, size int64, crc32c uint32) (Part, error) {
+// UploadPart implements store.Store.
+func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32, r io.ReadSeeker, size int64, crc32c uint32) (store.Part, error) {
 	dir, err := l.uploadDir(key, uploadID)
 	if err != nil {
-		return Part{}, err
+		return store.Part{}, err
 	}
-	if num < 1 || num > MaxParts {
-		return Part{}, fmt.Errorf("store: upload %s: part number %d outside 1..%d", key, num, MaxParts)
+	if num < 1 || num > store.MaxParts {
+		return store.Part{}, fmt.Errorf("store: upload %s: part number %d outside 1..%d", key, num, store.MaxParts)
 	}
 	tmp, err := os.CreateTemp(dir, "tmp-*")
 	if err != nil {
-		return Part{}, partErr(key, num, err)
+		return store.Part{}, partErr(key, num, err)
 	}
 	defer os.Remove(tmp.Name())
 	crc, err := copyExact(ctx, tmp, r, size)
 	if err == nil && crc != crc32c {
-		err = fmt.Errorf("%w: got crc32c %08x, sent %08x", ErrChecksum, crc, crc32c)
+		err = fmt.Errorf("%w: got crc32c %08x, sent %08x", store.ErrChecksum, crc, crc32c)
 	}
 	if err == nil {
 		err = tmp.Sync()
@@ -135,14 +136,14 @@ func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32,
 		err = cerr
 	}
 	if err != nil {
-		return Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
+		return store.Part{}, fmt.Errorf("store: upload %s part %d: %w", key, num, err)
 	}
 	// The new part takes its name first (a rename replaces a part of the same bytes, uploaded
 	// again by another writer, atomically), and only then do earlier parts of that number with
 	// other bytes go: a listing or a completion running meanwhile never finds the part missing.
 	name := filepath.Join(dir, fmt.Sprintf("p%05d.%08x", num, crc))
 	if err := os.Rename(tmp.Name(), name); err != nil {
-		return Part{}, partErr(key, num, err)
+		return store.Part{}, partErr(key, num, err)
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("p%05d.*", num)))
 	for _, o := range old {
@@ -150,11 +151,11 @@ func (l *Local) UploadPart(ctx context.Context, key, uploadID string, num int32,
 			os.Remove(o)
 		}
 	}
-	return Part{Number: num, Size: size, ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true}, nil
+	return store.Part{Number: num, Size: size, ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true}, nil
 }
 
-// ListParts implements Store.
-func (l *Local) ListParts(ctx context.Context, key, uploadID string) ([]Part, error) {
+// ListParts implements store.Store.
+func (l *Local) ListParts(ctx context.Context, key, uploadID string) ([]store.Part, error) {
 	dir, err := l.uploadDir(key, uploadID)
 	if err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ func (l *Local) ListParts(ctx context.Context, key, uploadID string) ([]Part, er
 	if err != nil {
 		return nil, fmt.Errorf("store: list parts of %s: %w", key, err)
 	}
-	var parts []Part
+	var parts []store.Part
 	for _, e := range ents {
 		num, crc, ok := parsePartName(e.Name())
 		if !ok {
@@ -173,7 +174,7 @@ func (l *Local) ListParts(ctx context.Context, key, uploadID string) ([]Part, er
 		if err != nil {
 			continue
 		}
-		parts = append(parts, Part{Number: num, Size: fi.Size(), ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true})
+		parts = append(parts, store.Part{Number: num, Size: fi.Size(), ETag: fmt.Sprintf("%08x", crc), CRC32C: crc, HasCRC32C: true})
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].Number < parts[j].Number })
 	return parts, nil
@@ -186,21 +187,21 @@ func parsePartName(name string) (num int32, crc uint32, ok bool) {
 	}
 	nv, err1 := strconv.ParseUint(n[1:], 10, 32)
 	cv, err2 := strconv.ParseUint(c, 16, 32)
-	if err1 != nil || err2 != nil || nv < 1 || nv > MaxParts {
+	if err1 != nil || err2 != nil || nv < 1 || nv > store.MaxParts {
 		return 0, 0, false
 	}
 	return int32(nv), uint32(cv), true
 }
 
-// CompleteMultipart implements Store.
-func (l *Local) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part, opts PutOptions) error {
+// CompleteMultipart implements store.Store.
+func (l *Local) CompleteMultipart(ctx context.Context, key, uploadID string, parts []store.Part, opts store.PutOptions) error {
 	dir, err := l.uploadDir(key, uploadID)
 	if err != nil {
 		return err
 	}
 	b, err := fsutil.ReadRegularFile(filepath.Join(dir, "info.json"), maxSidecar)
 	if err != nil {
-		return fmt.Errorf("%w: upload %s of %s", ErrNotExist, uploadID, key)
+		return fmt.Errorf("%w: upload %s of %s", store.ErrNotExist, uploadID, key)
 	}
 	var info uploadInfo
 	if err := json.Unmarshal(b, &info); err != nil {
@@ -210,12 +211,12 @@ func (l *Local) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if err != nil {
 		return err
 	}
-	byNum := map[int32]Part{}
+	byNum := map[int32]store.Part{}
 	for _, p := range have {
 		byNum[p.Number] = p
 	}
 	if len(parts) == 0 {
-		return fmt.Errorf("%w: %s: no parts", ErrInvalidPart, key)
+		return fmt.Errorf("%w: %s: no parts", store.ErrInvalidPart, key)
 	}
 	tmp, err := l.tempFile("complete-*")
 	if err != nil {
@@ -227,21 +228,21 @@ func (l *Local) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		got, ok := byNum[p.Number]
 		switch {
 		case p.Number <= prev:
-			err = fmt.Errorf("%w: %s: part %d out of order", ErrInvalidPart, key, p.Number)
+			err = fmt.Errorf("%w: %s: part %d out of order", store.ErrInvalidPart, key, p.Number)
 		case !ok:
-			err = fmt.Errorf("%w: %s: part %d not uploaded", ErrInvalidPart, key, p.Number)
+			err = fmt.Errorf("%w: %s: part %d not uploaded", store.ErrInvalidPart, key, p.Number)
 		case got.ETag != p.ETag:
-			err = fmt.Errorf("%w: %s: part %d has etag %s, not %s", ErrInvalidPart, key, p.Number, got.ETag, p.ETag)
-		case i < len(parts)-1 && got.Size < MinPartSize:
-			err = fmt.Errorf("%w: %s: part %d is %d bytes, under the %d minimum", ErrInvalidPart, key, p.Number, got.Size, MinPartSize)
+			err = fmt.Errorf("%w: %s: part %d has etag %s, not %s", store.ErrInvalidPart, key, p.Number, got.ETag, p.ETag)
+		case i < len(parts)-1 && got.Size < store.MinPartSize:
+			err = fmt.Errorf("%w: %s: part %d is %d bytes, under the %d minimum", store.ErrInvalidPart, key, p.Number, got.Size, store.MinPartSize)
 		}
 		if err == nil {
 			err = appendFile(ctx, tmp, filepath.Join(dir, fmt.Sprintf("p%05d.%08x", got.Number, got.CRC32C)))
 			if errors.Is(err, fs.ErrNotExist) { // another writer took the upload or the part meanwhile
 				if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
-					err = fmt.Errorf("%w: upload %s of %s: completed or aborted meanwhile", ErrNotExist, uploadID, key)
+					err = fmt.Errorf("%w: upload %s of %s: completed or aborted meanwhile", store.ErrNotExist, uploadID, key)
 				} else {
-					err = fmt.Errorf("%w: %s: part %d replaced meanwhile", ErrInvalidPart, key, p.Number)
+					err = fmt.Errorf("%w: %s: part %d replaced meanwhile", store.ErrInvalidPart, key, p.Number)
 				}
 			}
 		}
@@ -273,7 +274,7 @@ func appendFile(ctx context.Context, dst *os.File, name string) error {
 	return nil
 }
 
-// AbortMultipart implements Store.
+// AbortMultipart implements store.Store.
 func (l *Local) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	dir, err := l.uploadDir(key, uploadID)
 	if err != nil {
@@ -286,10 +287,10 @@ func (l *Local) AbortMultipart(ctx context.Context, key, uploadID string) error 
 }
 
 // partErr wraps a part's file error; a missing upload directory (the upload was completed or
-// aborted by another writer meanwhile) is ErrNotExist, as S3's NoSuchUpload is.
+// aborted by another writer meanwhile) is store.ErrNotExist, as S3's NoSuchUpload is.
 func partErr(key string, num int32, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: upload %s part %d: %w", ErrNotExist, key, num, err)
+		return fmt.Errorf("%w: upload %s part %d: %w", store.ErrNotExist, key, num, err)
 	}
 	return fmt.Errorf("store: upload %s part %d: %w", key, num, err)
 }

@@ -1,4 +1,4 @@
-package store_test
+package localstore_test
 
 import (
 	"bytes"
@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"pdq/publish/store"
+	"pdq/publish/store/localstore"
 	"pdq/publish/store/storetest"
 )
 
 func TestLocalSuite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := store.NewLocal(filepath.Join(t.TempDir(), "root"))
+		s, err := localstore.New(filepath.Join(t.TempDir(), "root"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +27,7 @@ func TestLocalSuite(t *testing.T) {
 func TestLocalMetadataFollowsContent(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := store.NewLocal(dir)
+	s, err := localstore.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestLocalStatWritesNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := store.NewLocal(dir)
+	l, err := localstore.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestLocalStatWritesNothing(t *testing.T) {
 // concurrent listing always sees it, and completing with the listed parts works.
 func TestLocalSamePartTwice(t *testing.T) {
 	ctx := context.Background()
-	s, err := store.NewLocal(t.TempDir())
+	s, err := localstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
