@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/quantize/convert"
-	"pdq/quantize/serving"
+	"pdq/serving"
 )
 
 // serveFlags are pdq plan's serving-plan flags (docs/SERVING.md).

@@ -15,7 +15,7 @@ import (
 
 	"pdq/publish"
 	"pdq/publish/store"
-	"pdq/quantize/reportview"
+	"pdq/reportview"
 )
 
 func init() { commands = append(commands, newPublishCmd) }

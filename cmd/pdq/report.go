@@ -18,7 +18,7 @@ import (
 
 	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
-	"pdq/quantize/reportview"
+	"pdq/reportview"
 )
 
 func init() { commands = append(commands, newReportCmd) }

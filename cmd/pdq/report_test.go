@@ -12,12 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/quantize/reportview"
+	"pdq/reportview"
 )
 
 const (
-	reportFixture    = "../../quantize/reportview/testdata/report.json"
-	reportFixtureRTN = "../../quantize/reportview/testdata/report_rtn.json"
+	reportFixture    = "../../reportview/testdata/report.json"
+	reportFixtureRTN = "../../reportview/testdata/report_rtn.json"
 )
 
 // runPDQ runs the root command as main does and returns stdout and the exit status main would use.

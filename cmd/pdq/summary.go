@@ -11,7 +11,7 @@ import (
 
 	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
-	"pdq/quantize/reportview"
+	"pdq/reportview"
 )
 
 // writeGroups prints the per-output, role and scheme summary of rows with the statistics of pdq

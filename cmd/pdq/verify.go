@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/quantize/convert"
-	"pdq/quantize/reportview"
+	"pdq/reportview"
 	"pdq/safetensors"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"pdq/quantize/convert"
-	"pdq/quantize/reportview"
+	"pdq/reportview"
 )
 
 // TestPrefillOnlyFP8ReportIsEmptyList: converting only the prefill output of an FP8 source measures

@@ -11,7 +11,7 @@ import (
 // loadConfig reads one of testdata/configs.
 func loadConfig(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "configs", name))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "configs", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestKVRefusals(t *testing.T) {
 // positive or an error; nothing panics.
 func FuzzModelFromConfig(f *testing.F) {
 	for _, name := range []string{"glm-5.json", "kimi-k2-instruct.json", "glm-4.7.official.json"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "configs", name))
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "configs", name))
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -57,7 +57,7 @@ func headerOnlyLayout(t *testing.T, config string) (*safetensors.Checkpoint, map
 	if e := layouts.byConfig[config]; e != nil {
 		return e.ck, e.cfg, e.m
 	}
-	m, err := synth.FromConfigFile(filepath.Join("..", "..", "testdata", "configs", config))
+	m, err := synth.FromConfigFile(filepath.Join("..", "testdata", "configs", config))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // and "<!-- end cited-flags -->".
 func citedFlags(t *testing.T) map[Engine]map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "SERVING.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "SERVING.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ var glm5DecodeFlags = []string{"--disable-shared-experts-fusion"}
 // writes for those plans (GLM-5 on 8 x 141 GiB, SGLang TP8, vLLM TP8 EP8 and SGLang TP8 DP8, BF16
 // KV cache).
 func TestDocsShowGeneratedCommands(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "SERVING.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "SERVING.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
