@@ -11,8 +11,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"pdq/calib"
 	"pdq/kernels/cuda"
+	"pdq/quantize/calib"
 	"pdq/safetensors"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"pdq/calib"
 	"pdq/internal/termsafe"
+	"pdq/quantize/calib"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/calib"
 	"pdq/internal/synth"
+	"pdq/quantize/calib"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

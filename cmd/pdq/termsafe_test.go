@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/calib"
+	"pdq/quantize/calib"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 )

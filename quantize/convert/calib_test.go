@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/calib"
+	"pdq/quantize/calib"
 	"pdq/quantize/convert"
 )
 

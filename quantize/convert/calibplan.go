@@ -5,7 +5,7 @@ import (
 	"math"
 	"sync"
 
-	"pdq/calib"
+	"pdq/quantize/calib"
 )
 
 // Calibration methods (Options.CalibMethod).

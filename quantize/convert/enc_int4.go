@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/calib"
 	"pdq/safetensors"
 )
 

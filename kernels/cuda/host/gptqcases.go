@@ -11,8 +11,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"pdq/calib"
 	"pdq/kernels/cuda/parity"
+	"pdq/quantize/calib"
 	"pdq/safetensors"
 )
 

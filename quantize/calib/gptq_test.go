@@ -9,8 +9,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/calib"
 	"pdq/safetensors"
 )
 

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/calib"
 	"pdq/safetensors"
 )
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"pdq/calib"
+	"pdq/quantize/calib"
 	"pdq/safetensors"
 )
 
