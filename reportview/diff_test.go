@@ -5,18 +5,18 @@ import (
 	"slices"
 	"testing"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 func TestDiff(t *testing.T) {
-	a := []convert.TensorReport{
+	a := []report.TensorReport{
 		row("decode", "e0", "routed_experts", "int4", 20.5, 0.09),
 		row("decode", "e1", "routed_experts", "int4", 19, 0.11),
 		row("prefill", "e0", "routed_experts", "fp8-block", 31, 0.028),
 		row("decode", "att", "attention", "bf16", math.Inf(1), 0),
 		row("decode", "onlyA", "attention", "bf16", 55, 0.002),
 	}
-	b := []convert.TensorReport{
+	b := []report.TensorReport{
 		row("decode", "onlyB", "attention", "bf16", 54, 0.002),
 		row("decode", "e1", "routed_experts", "int4", 19.5, 0.105),
 		row("decode", "att", "attention", "bf16", math.Inf(1), 0),
@@ -77,8 +77,8 @@ func TestDiff(t *testing.T) {
 }
 
 func TestCompareUsesFilters(t *testing.T) {
-	a := &convert.Report{Tensors: []convert.TensorReport{expertRow(1, 0, "up_proj", 20), row("decode", "att", "attention", "bf16", 55, 0.002)}}
-	b := &convert.Report{Tensors: []convert.TensorReport{expertRow(1, 0, "up_proj", 19), row("decode", "att", "attention", "bf16", 54, 0.002)}}
+	a := &report.Report{Tensors: []report.TensorReport{expertRow(1, 0, "up_proj", 20), row("decode", "att", "attention", "bf16", 55, 0.002)}}
+	b := &report.Report{Tensors: []report.TensorReport{expertRow(1, 0, "up_proj", 19), row("decode", "att", "attention", "bf16", 54, 0.002)}}
 	v := NewView("a.json", a, Query{Roles: []string{"routed_experts"}}, NoThresholds)
 	v.Compare("b.json", b)
 	if n := len(v.Diff.Changes); n != 1 || len(v.Diff.OnlyA)+len(v.Diff.OnlyB) != 0 {

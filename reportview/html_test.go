@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 func renderHTML(t testing.TB, v *View) string {
@@ -85,8 +85,8 @@ func TestHTMLSelfContained(t *testing.T) {
 // TestHTMLEscapes puts markup into names: the page must show it as text.
 func TestHTMLEscapes(t *testing.T) {
 	evil := `model.layers.0.x"><script>alert(1)</script>`
-	rep := &convert.Report{Tool: `pdq</title><script>alert(2)</script>`, Source: `<img src=x onerror=alert(3)>`,
-		Tensors: []convert.TensorReport{row("decode", evil, "attention", "bf16", 50, 0.003)}}
+	rep := &report.Report{Tool: `pdq</title><script>alert(2)</script>`, Source: `<img src=x onerror=alert(3)>`,
+		Tensors: []report.TensorReport{row("decode", evil, "attention", "bf16", 50, 0.003)}}
 	page := renderHTML(t, NewView("r.json", rep, Query{}, NoThresholds))
 	for _, bad := range []string{"<script>alert", "<img src=x"} {
 		if strings.Contains(page, bad) {

@@ -14,14 +14,14 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // synthReport is a report of a model with routed experts in layers first..first+layers-1, three
 // projections each, SQNR around 20 dB, plus one attention row per layer.
-func synthReport(layers, experts, first int, seed uint64) *convert.Report {
+func synthReport(layers, experts, first int, seed uint64) *report.Report {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	rep := &convert.Report{Tool: "pdq test", Source: "synthetic"}
+	rep := &report.Report{Tool: "pdq test", Source: "synthetic"}
 	for l := first; l < first+layers; l++ {
 		for e := range experts {
 			for _, p := range []string{"gate_proj", "up_proj", "down_proj"} {
@@ -34,18 +34,18 @@ func synthReport(layers, experts, first int, seed uint64) *convert.Report {
 }
 
 // set changes the SQNR of one expert row.
-func set(rep *convert.Report, layer, expert int, proj string, sqnr float64) {
+func set(rep *report.Report, layer, expert int, proj string, sqnr float64) {
 	for i := range rep.Tensors {
 		t := &rep.Tensors[i]
 		if t.Layer == layer && t.Expert == expert && t.Projection == proj {
-			t.SQNR = convert.Float(sqnr)
+			t.SQNR = report.Float(sqnr)
 			return
 		}
 	}
 	panic("no such row")
 }
 
-func drop(rep *convert.Report, layer, expert int, proj string) {
+func drop(rep *report.Report, layer, expert int, proj string) {
 	for i, t := range rep.Tensors {
 		if t.Layer == layer && t.Expert == expert && t.Projection == proj {
 			rep.Tensors = append(rep.Tensors[:i], rep.Tensors[i+1:]...)
@@ -230,7 +230,7 @@ func TestPlotDiff(t *testing.T) {
 }
 
 func TestPlotNothingOrTooBig(t *testing.T) {
-	rep := &convert.Report{Tensors: []convert.TensorReport{row("decode", "a", "attention", "bf16", math.Inf(1), 0)}}
+	rep := &report.Report{Tensors: []report.TensorReport{row("decode", "a", "attention", "bf16", math.Inf(1), 0)}}
 	if err := WritePlot(io.Discard, NewView("r.json", rep, Query{}, NoThresholds), FormatPNG); !errors.Is(err, ErrNothingToPlot) {
 		t.Fatalf("err = %v, want ErrNothingToPlot", err)
 	}
@@ -239,7 +239,7 @@ func TestPlotNothingOrTooBig(t *testing.T) {
 	if err := WritePlot(io.Discard, NewView("r.json", rep, Query{}, NoThresholds), FormatPNG); err != nil {
 		t.Fatal(err)
 	}
-	big := &convert.Report{Tensors: []convert.TensorReport{expertRow(0, 0, "up_proj", 20), expertRow(100000, 1000, "up_proj", 20)}}
+	big := &report.Report{Tensors: []report.TensorReport{expertRow(0, 0, "up_proj", 20), expertRow(100000, 1000, "up_proj", 20)}}
 	err := WritePlot(io.Discard, NewView("r.json", big, Query{}, NoThresholds), FormatPNG)
 	if err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Fatalf("err = %v, want a grid too large to plot", err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 func TestParseSortKey(t *testing.T) {
@@ -22,7 +22,7 @@ func TestParseSortKey(t *testing.T) {
 }
 
 func TestSelect(t *testing.T) {
-	rep := &convert.Report{Tensors: []convert.TensorReport{
+	rep := &report.Report{Tensors: []report.TensorReport{
 		row("prefill", "model.layers.0.self_attn.o_proj", "attention", "fp8-block", 31, 0.03),
 		row("decode", "model.layers.1.mlp.experts.0.up_proj", "routed_experts", "int4", 20, 0.1),
 		row("decode", "model.layers.1.mlp.shared_experts.up_proj", "shared_experts", "bf16", 55, 0.002),
@@ -53,7 +53,7 @@ func TestSelect(t *testing.T) {
 }
 
 func TestSortRows(t *testing.T) {
-	rows := []convert.TensorReport{
+	rows := []report.TensorReport{
 		row("decode", "b", "attention", "bf16", math.Inf(1), 0),
 		row("decode", "a", "routed_experts", "int4", 19, 0.11),
 		row("prefill", "c", "attention", "fp8-block", 31, 0.028),
@@ -72,7 +72,7 @@ func TestSortRows(t *testing.T) {
 	} {
 		t.Run(string(tc.key), func(t *testing.T) {
 			// The order must not depend on the input order.
-			for _, start := range [][]convert.TensorReport{slices.Clone(rows), reversed(rows)} {
+			for _, start := range [][]report.TensorReport{slices.Clone(rows), reversed(rows)} {
 				SortRows(start, tc.key)
 				if got := tensorNames(start); !slices.Equal(got, tc.want) {
 					t.Fatalf("got %q, want %q", got, tc.want)
@@ -89,7 +89,7 @@ func reversed[T any](s []T) []T {
 }
 
 func TestThresholds(t *testing.T) {
-	rows := []convert.TensorReport{
+	rows := []report.TensorReport{
 		row("decode", "ok", "routed_experts", "int4", 20, 0.1),
 		row("decode", "edge", "routed_experts", "int4", 18, 0.125), // exactly at both limits: passes
 		row("decode", "low", "routed_experts", "int4", 17.99, 0.12),

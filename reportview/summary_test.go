@@ -4,11 +4,11 @@ import (
 	"math"
 	"testing"
 
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 func TestSummarize(t *testing.T) {
-	rows := []convert.TensorReport{
+	rows := []report.TensorReport{
 		row("decode", "e0", "routed_experts", "int4", 20, 0.1),
 		row("decode", "a0", "attention", "bf16", 55, 0.002),
 		row("prefill", "e0", "routed_experts", "fp8-block", 31, 0.028),
@@ -16,7 +16,7 @@ func TestSummarize(t *testing.T) {
 		row("decode", "x", "mystery", "bf16", 50, 0.003),
 		row("prefill", "a0", "attention", "fp8-block", math.Inf(1), 0),
 	}
-	rtn := convert.Float(19)
+	rtn := report.Float(19)
 	rows[0].RTNSQNR = &rtn
 	gs := Summarize(rows)
 	var order []string

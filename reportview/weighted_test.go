@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // TestTableShowsWeightedSQNR: a calibrated report gets a weighted column; others do not.
@@ -21,7 +22,7 @@ func TestTableShowsWeightedSQNR(t *testing.T) {
 	if strings.Contains(plain.String(), "weighted dB") {
 		t.Fatal("uncalibrated report shows a weighted column")
 	}
-	v := convert.Float(23.456)
+	v := report.Float(23.456)
 	for i := range rep.Tensors {
 		rep.Tensors[i].WeightedSQNR = &v
 	}
@@ -51,13 +52,13 @@ func TestHTMLShowsCalibration(t *testing.T) {
 			t.Fatalf("uncalibrated page contains %q", s)
 		}
 	}
-	v := convert.Float(23.456)
+	v := report.Float(23.456)
 	for i := range rep.Tensors {
 		rep.Tensors[i].WeightedSQNR = &v
 		rep.Tensors[i].CalibMethod = convert.CalibGPTQ
 		rep.Tensors[i].CalibEntry = "model.layers.0.mlp.experts.0.gate_proj"
 	}
-	rep.Calibration = &convert.CalibReport{File: "stats.safetensors", Tokens: 1000, Method: convert.CalibGPTQ,
+	rep.Calibration = &report.Calibration{File: "stats.safetensors", Tokens: 1000, Method: convert.CalibGPTQ,
 		Source: "tiny", Modules: map[string]int{convert.CalibGPTQ: 3, convert.CalibWeighted: 1}, NoTokens: 2, WeightedSQNR: &v}
 	var cal bytes.Buffer
 	if err := WriteHTML(&cal, NewView("r", rep, Query{Top: 5}, Thresholds{})); err != nil {
@@ -106,7 +107,7 @@ func TestPlotShowsWeightedSQNR(t *testing.T) {
 	want := 0
 	for i, r := range rep.Tensors {
 		if r.Scheme == "int4" {
-			v := convert.Float(20 + float64(i%7))
+			v := report.Float(20 + float64(i%7))
 			rep.Tensors[i].WeightedSQNR = &v
 			want++
 		}

@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // TestWeightedInCSVSortAndDiff: a calibrated report's CSV has calib_method and the weighted
 // metrics; --sort weighted_sqnr orders by the weighted SQNR (rows without one last); a comparison
 // of two calibrated runs carries the weighted SQNRs and their change into text, CSV and JSON.
 func TestWeightedInCSVSortAndDiff(t *testing.T) {
-	load := func() *convert.Report {
+	load := func() *report.Report {
 		rep, err := Load("testdata/report.json")
 		if err != nil {
 			t.Fatal(err)
@@ -29,7 +30,7 @@ func TestWeightedInCSVSortAndDiff(t *testing.T) {
 		}
 	}
 	for n, i := range int4 {
-		wa, wb := convert.Float(30-float64(n%7)), convert.Float(29-float64(n%5))
+		wa, wb := report.Float(30-float64(n%7)), report.Float(29-float64(n%5))
 		a.Tensors[i].WeightedSQNR, a.Tensors[i].CalibMethod = &wa, convert.CalibGPTQ
 		b.Tensors[i].WeightedSQNR, b.Tensors[i].CalibMethod = &wb, convert.CalibWeighted
 	}

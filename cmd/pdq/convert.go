@@ -21,6 +21,7 @@ import (
 
 	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 func init() { commands = append(commands, newConvertCmd) }
@@ -200,7 +201,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 	complete := resumed.Complete() && resumed.Any() && statErr == nil // shards and report were there
 	if o.asJSON {
 		short := *rep
-		short.Tensors = []convert.TensorReport{} // the rows are in report.json
+		short.Tensors = []report.TensorReport{} // the rows are in report.json
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(short); err != nil {
@@ -248,8 +249,8 @@ func resumeCounts(ri convert.ResumeInfo) string {
 }
 
 // checkSQNRFloor fails when an INT4 tensor is below the floor, listing the offenders.
-func checkSQNRFloor(rep *convert.Report, floor float64) error {
-	var bad []convert.TensorReport
+func checkSQNRFloor(rep *report.Report, floor float64) error {
+	var bad []report.TensorReport
 	for _, t := range rep.Tensors {
 		if t.Scheme == string(convert.SchemeInt4) && float64(t.SQNR) < floor {
 			bad = append(bad, t)
@@ -282,7 +283,7 @@ func belowFloor(v, floor float64) string {
 
 // printReportSummary prints the per-role summary (the statistics of pdq report) and the worst
 // tensors.
-func printReportSummary(w io.Writer, rep *convert.Report, out string) {
+func printReportSummary(w io.Writer, rep *report.Report, out string) {
 	w = termsafe.Writer(w) // names, paths and the calibration source come from files
 	fmt.Fprintf(w, "input %s -> prefill %s, decode %s  [%s]\n", formatBytes(rep.InputBytes), formatBytes(rep.PrefillBytes), formatBytes(rep.DecodeBytes), rep.Device)
 	writeGroups(w, rep.Tensors, true)

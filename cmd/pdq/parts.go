@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/report"
 )
 
 // splitOptions are the flags of pdq convert that split a conversion across machines.
@@ -130,7 +131,7 @@ func (o *splitOptions) resolve(getenv func(string) string) (convert.Part, string
 }
 
 // run converts the part (or the whole) or merges.
-func (o *splitOptions) run(ctx context.Context, p *convert.Plan, dir string, ro convert.RunOptions) (*convert.Report, error) {
+func (o *splitOptions) run(ctx context.Context, p *convert.Plan, dir string, ro convert.RunOptions) (*report.Report, error) {
 	if o.merge {
 		return convert.Merge(ctx, p, dir, ro)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/internal/termsafe"
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 	"pdq/reportview"
 )
 
@@ -147,7 +147,7 @@ func runReport(ctx context.Context, w, errw io.Writer, path string, o reportOpti
 	if err != nil {
 		return err
 	}
-	var repB *convert.Report
+	var repB *report.Report
 	if o.against != "" {
 		if repB, err = loadReport(o.against); err != nil {
 			return err
@@ -212,7 +212,7 @@ func runReport(ctx context.Context, w, errw io.Writer, path string, o reportOpti
 }
 
 // loadReport loads a report, saying what to give instead when there is no file at path.
-func loadReport(path string) (*convert.Report, error) {
+func loadReport(path string) (*report.Report, error) {
 	rep, err := reportview.Load(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: no such file (give the report.json or the --out directory of pdq convert)", path)
@@ -229,7 +229,7 @@ func reportPath(p string) string {
 }
 
 // checkRoles refuses a --role that no tensor of the report has (usually a typo).
-func checkRoles(roles []string, reps ...*convert.Report) error {
+func checkRoles(roles []string, reps ...*report.Report) error {
 	have := map[string]bool{}
 	for _, rep := range reps {
 		if rep == nil {

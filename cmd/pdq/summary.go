@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 
 	"pdq/internal/termsafe"
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 	"pdq/reportview"
 )
 
@@ -18,7 +18,7 @@ import (
 // report (reportview.Summarize), so that every command shows the same numbers for one run: the
 // mean over a group's tensors of each tensor's SQNR in dB ("mean SQNR dB"), not the SQNR pooled
 // over all the group's elements (report.json's summary "sqnr_db").
-func writeGroups(w io.Writer, rows []convert.TensorReport, withOutput bool) {
+func writeGroups(w io.Writer, rows []report.TensorReport, withOutput bool) {
 	groups := reportview.Summarize(rows)
 	rtn := false
 	for _, g := range groups {

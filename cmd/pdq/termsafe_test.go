@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"pdq/quantize/calib"
-	"pdq/quantize/convert"
+	"pdq/quantize/report"
 	"pdq/quantize/rules"
 )
 
@@ -55,7 +55,7 @@ func TestReportEscapesNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep *convert.Report
+	var rep *report.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestReportEscapesNames(t *testing.T) {
 		rep.Tensors[i].Tensor = hostile + fmt.Sprint(i)
 	}
 	rep.Worst = rep.Tensors[:2]
-	rep.Calibration = &convert.CalibReport{File: "s\x1b[2J", Source: hostile, Method: "gptq", Notes: []string{hostile}}
+	rep.Calibration = &report.Calibration{File: "s\x1b[2J", Source: hostile, Method: "gptq", Notes: []string{hostile}}
 	hostileJSON, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestFloorListsValuesApart(t *testing.T) {
 			t.Errorf("belowFloor(%v, %v) = %q, want %q", tc.v, tc.floor, got, tc.want)
 		}
 	}
-	rep := &convert.Report{Tensors: []convert.TensorReport{{Tensor: "a", Scheme: "int4", SQNR: 18.4999}}}
+	rep := &report.Report{Tensors: []report.TensorReport{{Tensor: "a", Scheme: "int4", SQNR: 18.4999}}}
 	if err := checkSQNRFloor(rep, 18.5); err == nil || !strings.Contains(err.Error(), "a  18.4999 dB") {
 		t.Fatalf("floor message: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/report"
 	"pdq/reportview"
 	"pdq/safetensors"
 )
@@ -130,21 +131,21 @@ func runVerifyLocal(ctx context.Context, w io.Writer, src, out string, o verifyO
 // list when there is none), and the metrics recomputed from the files, summarized with the
 // statistics of pdq report.
 type verifyDoc struct {
-	Tool          string                 `json:"tool"`
-	Source        string                 `json:"source"`
-	Output        string                 `json:"output"` // "prefill" or "decode"
-	Dir           string                 `json:"dir"`
-	Tensors       int                    `json:"tensors"`
-	OK            bool                   `json:"ok"`
-	Problems      []string               `json:"problems"`
-	ReportChecked bool                   `json:"report_checked"` // report.json beside the output agreed or was compared
-	Summary       []reportview.Group     `json:"summary"`        // mean_sqnr_db: mean over tensors, as pdq report
-	Recomputed    []convert.TensorReport `json:"tensors_recomputed"`
+	Tool          string                `json:"tool"`
+	Source        string                `json:"source"`
+	Output        string                `json:"output"` // "prefill" or "decode"
+	Dir           string                `json:"dir"`
+	Tensors       int                   `json:"tensors"`
+	OK            bool                  `json:"ok"`
+	Problems      []string              `json:"problems"`
+	ReportChecked bool                  `json:"report_checked"` // report.json beside the output agreed or was compared
+	Summary       []reportview.Group    `json:"summary"`        // mean_sqnr_db: mean over tensors, as pdq report
+	Recomputed    []report.TensorReport `json:"tensors_recomputed"`
 }
 
 func newVerifyDoc(src string, v *convert.VerifyResult) verifyDoc {
 	d := verifyDoc{Tool: "pdq " + version, Source: src, Output: v.Output, Dir: v.Dir, Tensors: v.Tensors, OK: v.OK(),
-		Problems: v.Problems, ReportChecked: v.ReportChecked, Summary: []reportview.Group{}, Recomputed: []convert.TensorReport{}}
+		Problems: v.Problems, ReportChecked: v.ReportChecked, Summary: []reportview.Group{}, Recomputed: []report.TensorReport{}}
 	if d.Problems == nil {
 		d.Problems = []string{}
 	}

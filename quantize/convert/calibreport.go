@@ -3,10 +3,12 @@ package convert
 import (
 	"math"
 	"sort"
+
+	"pdq/quantize/report"
 )
 
 // setCalib records a module's calibration in its report row; res holds its slabs' results.
-func setCalib(t *TensorReport, mc *ModuleCalib, res []outResult) {
+func setCalib(t *report.TensorReport, mc *ModuleCalib, res []outResult) {
 	if mc == nil {
 		return
 	}
@@ -32,18 +34,18 @@ func setCalib(t *TensorReport, mc *ModuleCalib, res []outResult) {
 			t.CalibNote = res[i].note
 		}
 	}
-	rel, db := Float(math.Sqrt(e/ref)), Float(sqnr(ref, e))
+	rel, db := report.Float(math.Sqrt(e/ref)), report.Float(sqnr(ref, e))
 	t.WeightedRelRMSE, t.WeightedSQNR = &rel, &db
 	t.WeightedSumSq, t.WeightedSumSqErr = ref, e
 }
 
 // calibReport summarises the calibration of the rows (nil without statistics).
-func calibReport(p *Plan, rows []TensorReport) *CalibReport {
+func calibReport(p *Plan, rows []report.TensorReport) *report.Calibration {
 	st := p.Options.Calib
 	if st == nil {
 		return nil
 	}
-	c := &CalibReport{File: st.Path, SHA256: st.ID, Source: st.Source, Tokens: st.Tokens, Method: p.Options.CalibMethod,
+	c := &report.Calibration{File: st.Path, SHA256: st.ID, Source: st.Source, Tokens: st.Tokens, Method: p.Options.CalibMethod,
 		ActOrder: p.Options.CalibActOrder, Damp: p.Options.CalibDamp, Modules: map[string]int{}}
 	var ref, e float64
 	for _, t := range rows {
@@ -71,7 +73,7 @@ func calibReport(p *Plan, rows []TensorReport) *CalibReport {
 	}
 	sort.Strings(c.Notes)
 	if ref > 0 {
-		v := Float(sqnr(ref, e))
+		v := report.Float(sqnr(ref, e))
 		c.WeightedSQNR = &v
 	}
 	return c

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/report"
 	"pdq/safetensors"
 )
 
@@ -91,13 +92,13 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // readReport parses DIR/report.json.
-func readReport(t testing.TB, out string) *convert.Report {
+func readReport(t testing.TB, out string) *report.Report {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(out, "report.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r convert.Report
+	var r report.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("report.json: %v", err)
 	}
@@ -105,7 +106,7 @@ func readReport(t testing.TB, out string) *convert.Report {
 }
 
 // normalizeReport round-trips a report through JSON so that a returned and a parsed one compare.
-func normalizeReport(t testing.TB, r *convert.Report) any {
+func normalizeReport(t testing.TB, r *report.Report) any {
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func normalizeReport(t testing.TB, r *convert.Report) any {
 }
 
 // reportRow finds the report row of an output tensor.
-func reportRow(rep *convert.Report, output, tensor string) *convert.TensorReport {
+func reportRow(rep *report.Report, output, tensor string) *report.TensorReport {
 	for i := range rep.Tensors {
 		if rep.Tensors[i].Output == output && rep.Tensors[i].Tensor == tensor {
 			return &rep.Tensors[i]
@@ -163,7 +164,7 @@ func sqnrDB(sig, noise float64) float64 {
 }
 
 // checkSQNR compares an SQNR computed here with the report's.
-func checkSQNR(t testing.TB, what string, got float64, row *convert.TensorReport) {
+func checkSQNR(t testing.TB, what string, got float64, row *report.TensorReport) {
 	t.Helper()
 	want := float64(row.SQNR)
 	if math.IsInf(got, 1) && math.IsInf(want, 1) {
@@ -178,7 +179,7 @@ func checkSQNR(t testing.TB, what string, got float64, row *convert.TensorReport
 // routed experts as pack-quantized INT4 within half a step of the source (clipped elements
 // aside) with the report's SQNR, FP8 non-targets as BF16 of their dequantized values, and
 // everything else byte-identical.
-func checkDecodeTensors(t *testing.T, ex expect, srcT, dec map[string]*tensor, rep *convert.Report) {
+func checkDecodeTensors(t *testing.T, ex expect, srcT, dec map[string]*tensor, rep *report.Report) {
 	want := map[string]bool{}
 	targets := 0
 	for name, x := range srcT {
@@ -221,7 +222,7 @@ func checkDecodeTensors(t *testing.T, ex expect, srcT, dec map[string]*tensor, r
 }
 
 // checkInt4 unpacks M.weight_packed/weight_scale/weight_shape and compares them with the source.
-func checkInt4(t *testing.T, g int64, name string, x []float32, shape []int64, dec map[string]*tensor, rep *convert.Report) {
+func checkInt4(t *testing.T, g int64, name string, x []float32, shape []int64, dec map[string]*tensor, rep *report.Report) {
 	m := strings.TrimSuffix(name, ".weight")
 	pk, sc, sh := dec[m+".weight_packed"], dec[m+".weight_scale"], dec[m+".weight_shape"]
 	if pk == nil || sc == nil || sh == nil {
@@ -469,7 +470,7 @@ func neverFP8(name string) bool {
 }
 
 // checkPrefillFP8 checks the FP8-block prefill of a dense source (FORMATS.md §5).
-func checkPrefillFP8(t *testing.T, src string, srcT map[string]*tensor, pre string, rep *convert.Report) {
+func checkPrefillFP8(t *testing.T, src string, srcT map[string]*tensor, pre string, rep *report.Report) {
 	preT := readTensors(t, pre)
 	want := map[string]bool{}
 	quantized := 0
@@ -563,7 +564,7 @@ func checkPrefillFP8(t *testing.T, src string, srcT map[string]*tensor, pre stri
 }
 
 // checkPlanSizes: the plan's predicted sizes are the written sizes, shard by shard.
-func checkPlanSizes(t *testing.T, p *convert.Plan, out string, rep *convert.Report) {
+func checkPlanSizes(t *testing.T, p *convert.Plan, out string, rep *report.Report) {
 	for _, o := range []*convert.Output{p.Prefill, p.Decode} {
 		if o == nil {
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"pdq/quantize"
 	"pdq/quantize/calib"
+	"pdq/quantize/report"
 	"pdq/safetensors"
 )
 
@@ -138,7 +139,7 @@ func (b *int4Bound) annotate(rec *record, outs []outResult) {
 	for i := range outs {
 		rtnTotal.Merge(outs[i].rtn)
 	}
-	v := Float(rtnTotal.SQNR())
+	v := report.Float(rtnTotal.SQNR())
 	rec.Row.RTNSQNR, rec.RTN = &v, &rtnTotal
 	rec.Row.GroupSize, rec.Row.Method = b.o.GroupSize, string(b.o.Method)
 	setCalib(&rec.Row, b.m.Calib, outs)

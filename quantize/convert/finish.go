@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"pdq/quantize/report"
 	"pdq/safetensors"
 )
 
 // finish writes the indexes, configs, side files and the report: the last steps, so that a
 // directory without them is recognisably unfinished.
-func (r *runner) finish() (*Report, error) {
+func (r *runner) finish() (*report.Report, error) {
 	p := r.plan
 	for _, set := range r.sets() {
 		if !set.allDone() {

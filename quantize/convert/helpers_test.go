@@ -14,6 +14,7 @@ import (
 
 	"pdq/internal/synth"
 	"pdq/quantize/convert"
+	"pdq/quantize/report"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
@@ -116,7 +117,7 @@ func tryPlan(t testing.TB, src string, o convert.Options) (*convert.Plan, error)
 }
 
 // convertTo plans src and runs the conversion into out.
-func convertTo(t testing.TB, src, out string, o convert.Options, ro convert.RunOptions) *convert.Report {
+func convertTo(t testing.TB, src, out string, o convert.Options, ro convert.RunOptions) *report.Report {
 	t.Helper()
 	rep, err := runPlan(plan(t, src, o), out, ro)
 	if err != nil {
@@ -263,7 +264,7 @@ func readJSON(t testing.TB, path string) map[string]any {
 }
 
 // runPlan runs a plan into out.
-func runPlan(p *convert.Plan, out string, ro convert.RunOptions) (*convert.Report, error) {
+func runPlan(p *convert.Plan, out string, ro convert.RunOptions) (*report.Report, error) {
 	return convert.Run(context.Background(), p, out, ro)
 }
 

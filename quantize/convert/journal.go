@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"pdq/quantize"
+	"pdq/quantize/report"
 )
 
 // JournalName is the file in the output directory that records finished shards, so that a rerun
@@ -20,9 +21,9 @@ const JournalName = ".pdq-journal.json"
 
 // record is a finished report row with the sums that rebuild the summary on resume.
 type record struct {
-	Row TensorReport      `json:"row"`
-	M   quantize.Metrics  `json:"m"`
-	RTN *quantize.Metrics `json:"rtn,omitempty"`
+	Row report.TensorReport `json:"row"`
+	M   quantize.Metrics    `json:"m"`
+	RTN *quantize.Metrics   `json:"rtn,omitempty"`
 }
 
 // finishedShard is one journal entry: a finished shard of the size and CRC-32C given, or (Tensor

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"pdq/internal/fsutil"
+	"pdq/quantize/report"
 )
 
 // ErrSplitDir: a whole conversion was asked of an output directory that holds the parts of a
@@ -95,7 +96,7 @@ func checkSiblings(dir string, pt Part, pl *Plan, id string) error {
 
 // partDone checks that a part wrote every file it owns and returns the report rows of its tensors
 // (a partial report, not written: Merge writes report.json).
-func (r *runner) partDone() (*Report, error) {
+func (r *runner) partDone() (*report.Report, error) {
 	var missing []string
 	for k := range r.own {
 		if _, ok := r.journal.Shards[k]; !ok {
@@ -116,7 +117,7 @@ func (r *runner) partDone() (*Report, error) {
 // as a single Run does. The result is byte-identical to a single Run of p (the journal files
 // aside). It refuses, naming the parts, when one is missing, unfinished, damaged since it
 // finished, or was run with another source or options.
-func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, error) {
+func Merge(ctx context.Context, p *Plan, dir string, ro RunOptions) (*report.Report, error) {
 	ro.Part = Part{}
 	if err := ro.defaults(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"pdq/quantize"
+	"pdq/quantize/report"
 )
 
 // moduleRecords merges a finished module's slab metrics (in slab order) into report records.
@@ -85,12 +86,12 @@ func (r *runner) journalShard(set *shardSet, i int, crc uint32) error {
 }
 
 // report assembles report.json from the records, in plan order.
-func (r *runner) report() *Report {
+func (r *runner) report() *report.Report {
 	p := r.plan
-	rep := &Report{
+	rep := &report.Report{
 		Tool: r.ro.Tool, Source: p.Source.Dir, SourceLayout: p.Layout, Device: r.ro.Device,
 		InputBytes: p.InputBytes(), Skipped: p.Skipped, Warnings: p.Warnings,
-		Options: ReportOptions{GroupSize: p.Options.GroupSize, Method: string(p.Options.Method), SignedScales: p.Options.SignedScales,
+		Options: report.Options{GroupSize: p.Options.GroupSize, Method: string(p.Options.Method), SignedScales: p.Options.SignedScales,
 			Targets: p.Options.Targets, Ignore: p.Options.Ignore, DecodeDense: string(p.Options.DecodeDense), Only: string(p.Options.Only),
 			MaxShardSize: p.Options.MaxShardSize},
 	}

@@ -11,22 +11,6 @@ import (
 	"pdq/quantize/rules"
 )
 
-// The report schema lives in pdq/quantize/report; these names keep the convert API.
-type (
-	// Float is report.Float.
-	Float = report.Float
-	// TensorReport is report.TensorReport.
-	TensorReport = report.TensorReport
-	// RoleSummary is report.RoleSummary.
-	RoleSummary = report.RoleSummary
-	// Report is report.Report.
-	Report = report.Report
-	// ReportOptions is report.Options.
-	ReportOptions = report.Options
-	// CalibReport is report.Calibration.
-	CalibReport = report.Calibration
-)
-
 var (
 	reLayer  = regexp.MustCompile(`\.layers\.(\d+)\.`)
 	reExpert = regexp.MustCompile(`\.experts\.(\d+)\.(\w+)$`)
@@ -34,8 +18,8 @@ var (
 )
 
 // newTensorReport fills the identity fields of a report row for module m.
-func newTensorReport(output OutputKind, m *Module, tensor string, scheme Scheme, metrics quantize.Metrics) TensorReport {
-	r := TensorReport{
+func newTensorReport(output OutputKind, m *Module, tensor string, scheme Scheme, metrics quantize.Metrics) report.TensorReport {
+	r := report.TensorReport{
 		Output: string(output), Module: m.Name, Tensor: tensor, Role: string(m.Role), Scheme: string(scheme),
 		Shape: m.Weight.Shape, SourceDType: string(m.Weight.DType), Layer: -1, Expert: -1,
 	}
@@ -52,15 +36,15 @@ func newTensorReport(output OutputKind, m *Module, tensor string, scheme Scheme,
 	return r
 }
 
-func setMetrics(r *TensorReport, m quantize.Metrics) {
+func setMetrics(r *report.TensorReport, m quantize.Metrics) {
 	r.Elements = m.N
-	r.RMSE, r.RelRMSE, r.SQNR = Float(m.RMSE()), Float(m.RelRMSE()), Float(m.SQNR())
-	r.MaxAbsErr, r.MaxAbsIndex = Float(m.MaxAbsErr), m.MaxAbsIdx
-	r.MeanAbsErr, r.Cosine, r.Clipped = Float(m.MeanAbsErr()), Float(m.Cosine()), m.Clipped
+	r.RMSE, r.RelRMSE, r.SQNR = report.Float(m.RMSE()), report.Float(m.RelRMSE()), report.Float(m.SQNR())
+	r.MaxAbsErr, r.MaxAbsIndex = report.Float(m.MaxAbsErr), m.MaxAbsIdx
+	r.MeanAbsErr, r.Cosine, r.Clipped = report.Float(m.MeanAbsErr()), report.Float(m.Cosine()), m.Clipped
 }
 
 // finish sorts the rows and computes the summary and the worst tensors.
-func finishReport(r *Report, sums map[[3]string]*roleAcc) {
+func finishReport(r *report.Report, sums map[[3]string]*roleAcc) {
 	sort.SliceStable(r.Tensors, func(i, j int) bool {
 		a, b := r.Tensors[i], r.Tensors[j]
 		if a.Output != b.Output {
@@ -90,7 +74,7 @@ func finishReport(r *Report, sums map[[3]string]*roleAcc) {
 	for _, k := range keys {
 		r.Summary = append(r.Summary, sums[k].summary(k))
 	}
-	worst := make([]TensorReport, 0, len(r.Tensors))
+	worst := make([]report.TensorReport, 0, len(r.Tensors))
 	for _, t := range r.Tensors {
 		if report.Info(Scheme(t.Scheme)).Quantized {
 			worst = append(worst, t)
@@ -102,10 +86,10 @@ func finishReport(r *Report, sums map[[3]string]*roleAcc) {
 	}
 	r.Worst = worst
 	if r.Tensors == nil { // nothing measured (an FP8 source's prefill alone): an empty list, not null
-		r.Tensors = []TensorReport{}
+		r.Tensors = []report.TensorReport{}
 	}
 	if r.Summary == nil {
-		r.Summary = []RoleSummary{}
+		r.Summary = []report.RoleSummary{}
 	}
 }
 
@@ -120,7 +104,7 @@ type roleAcc struct {
 	worstRel    float64
 }
 
-func (a *roleAcc) add(t TensorReport, m quantize.Metrics, rtn *quantize.Metrics) {
+func (a *roleAcc) add(t report.TensorReport, m quantize.Metrics, rtn *quantize.Metrics) {
 	if a.n == 0 {
 		a.minSQNR = math.Inf(1)
 	}
@@ -137,12 +121,12 @@ func (a *roleAcc) add(t TensorReport, m quantize.Metrics, rtn *quantize.Metrics)
 	}
 }
 
-func (a *roleAcc) summary(k [3]string) RoleSummary {
-	s := RoleSummary{Output: k[0], Role: k[1], Scheme: k[2], Tensors: a.n, Elements: a.elems,
-		SQNR: Float(sqnr(a.sumRef, a.err)), MeanSQNR: Float(a.sumSQNR / float64(a.n)), MinSQNR: Float(a.minSQNR),
-		WorstRelRMSE: Float(a.worstRel)}
+func (a *roleAcc) summary(k [3]string) report.RoleSummary {
+	s := report.RoleSummary{Output: k[0], Role: k[1], Scheme: k[2], Tensors: a.n, Elements: a.elems,
+		SQNR: report.Float(sqnr(a.sumRef, a.err)), MeanSQNR: report.Float(a.sumSQNR / float64(a.n)), MinSQNR: report.Float(a.minSQNR),
+		WorstRelRMSE: report.Float(a.worstRel)}
 	if a.rtnN == a.n && a.n > 0 {
-		v := Float(sqnr(a.sumRef, a.rtnErr))
+		v := report.Float(sqnr(a.sumRef, a.rtnErr))
 		s.RTNSQNR = &v
 	}
 	return s

@@ -14,6 +14,7 @@ import (
 
 	"pdq/internal/fsutil"
 	"pdq/kernels"
+	"pdq/quantize/report"
 	"pdq/safetensors"
 )
 
@@ -104,7 +105,7 @@ type runner struct {
 // Run executes plan p into dir (dir/prefill, dir/decode, dir/report.json) and returns the report.
 // With ro.Part set to a part of a split conversion it writes only that part's shards and its
 // own journal, and returns the report rows of what it wrote; Merge then finishes dir.
-func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*Report, error) {
+func Run(ctx context.Context, p *Plan, dir string, ro RunOptions) (*report.Report, error) {
 	if err := ro.defaults(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"pdq/internal/par"
 	"pdq/quantize"
+	"pdq/quantize/report"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
@@ -21,9 +22,9 @@ type VerifyResult struct {
 	Dir      string   `json:"dir"`
 	Tensors  int      `json:"tensors"`
 	Problems []string `json:"problems"`
-	// Report holds the metrics recomputed from the files (no rtn comparison).
-	Report *Report `json:"report"`
-	// ReportChecked says whether a report.json beside the output was compared with Report.
+	// report.Report holds the metrics recomputed from the files (no rtn comparison).
+	Report *report.Report `json:"report"`
+	// ReportChecked says whether a report.json beside the output was compared with report.Report.
 	ReportChecked bool `json:"report_checked"`
 }
 
@@ -70,11 +71,11 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 	if kind == KindPrefill {
 		o = p.Prefill
 	}
-	report := filepath.Join(filepath.Dir(filepath.Clean(outDir)), "report.json")
+	reportPath := filepath.Join(filepath.Dir(filepath.Clean(outDir)), "report.json")
 	if o.CopySource {
 		verifyCopy(ctx, v, src, out)
-		v.Report = &Report{Source: src.Dir}
-		compareReport(v, report, p.Options.GroupSize) // a copy measures nothing: any row is a phantom
+		v.Report = &report.Report{Source: src.Dir}
+		compareReport(v, reportPath, p.Options.GroupSize) // a copy measures nothing: any row is a phantom
 		return v, nil
 	}
 	verifyLayout(v, p, o, out, outCfg)
@@ -84,7 +85,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 	if err := verifyValues(ctx, v, p, kind, out, workers); err != nil {
 		return nil, err
 	}
-	compareReport(v, report, p.Options.GroupSize)
+	compareReport(v, reportPath, p.Options.GroupSize)
 	return v, nil
 }
 
@@ -212,7 +213,7 @@ func verifyValues(ctx context.Context, v *VerifyResult, p *Plan, kind OutputKind
 	if err != nil {
 		return err
 	}
-	rep := &Report{Source: p.Source.Dir, SourceLayout: p.Layout}
+	rep := &report.Report{Source: p.Source.Dir, SourceLayout: p.Layout}
 	sums := map[[3]string]*roleAcc{}
 	for _, r := range results {
 		if r.problem != "" {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"slices"
+
+	"pdq/quantize/report"
 )
 
 // compareReport checks a report.json written by convert against the rows verify recomputed for
@@ -19,13 +21,13 @@ func compareReport(v *VerifyResult, path string, groupSize int) {
 	if err != nil {
 		return
 	}
-	var rep Report
+	var rep report.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		v.problem("%s: %v", path, err)
 		return
 	}
 	v.ReportChecked = true
-	written := map[string]TensorReport{}
+	written := map[string]report.TensorReport{}
 	for _, t := range rep.Tensors {
 		switch {
 		case t.Output != "prefill" && t.Output != "decode":
@@ -62,13 +64,13 @@ func compareReport(v *VerifyResult, path string, groupSize int) {
 	}
 }
 
-func hasKey(m map[string]TensorReport, k string) bool {
+func hasKey(m map[string]report.TensorReport, k string) bool {
 	_, ok := m[k]
 	return ok
 }
 
 // rowDiffs lists the fields in which the written row w differs from the recomputed row r.
-func rowDiffs(r, w TensorReport) []string {
+func rowDiffs(r, w report.TensorReport) []string {
 	var d []string
 	str := func(name, a, b string) {
 		if a != b {
@@ -80,7 +82,7 @@ func rowDiffs(r, w TensorReport) []string {
 			d = append(d, fmt.Sprintf("%s %d recomputed, report.json says %d", name, a, b))
 		}
 	}
-	flt := func(name string, a, b Float) {
+	flt := func(name string, a, b report.Float) {
 		if !sameMetric(float64(a), float64(b)) {
 			d = append(d, fmt.Sprintf("%s %.9g recomputed, report.json says %.9g", name, float64(a), float64(b)))
 		}

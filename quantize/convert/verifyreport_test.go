@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pdq/internal/synth"
+	"pdq/quantize/report"
 )
 
 // TestVerifyChecksEveryGatedField: report.json rows changed in any field a gate or selection of
@@ -115,7 +116,7 @@ func TestVerifyCopiedPrefillRefusesPhantomRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep Report
+	var rep report.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
