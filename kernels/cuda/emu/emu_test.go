@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"pdq/kernels/cuda/gptqparity"
 	"pdq/kernels/cuda/host"
 	"pdq/kernels/cuda/parity"
 )
@@ -40,7 +41,7 @@ func TestParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), host.GPTQCases(), host.WeightedCases()) {
+			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), gptqparity.Cases(), host.WeightedCases()) {
 				t.Run(c.Name, func(t *testing.T) {
 					if err := c.Run(d, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
 						t.Fatal(err)

@@ -1,6 +1,9 @@
 //go:build cuda || cudaemu
 
-package host
+// Package gptqparity holds the parity cases of GPTQ on a device: calib's CPU factorization and
+// column loop are their specification, so they sit above calib in the layers, apart from the
+// device's host code.
+package gptqparity
 
 import (
 	"bytes"
@@ -16,13 +19,13 @@ import (
 	"pdq/safetensors"
 )
 
-// GPTQCases returns the parity cases of GPTQ on the device: calib.Factorize and
+// Cases returns the parity cases of GPTQ on the device: calib.Factorize and
 // Factor.Quantize with GPTQOptions.Device set against the CPU, for several K (one, two and
 // three factorization blocks, a partial one), column blocks of 128, 48 and 200 (a product over
 // two inner blocks), activation order, zero columns and zero-scale groups, Hessians that need
 // retries with more dampening and one that never factorizes. N, the retries, the levels and
 // the clipped count must be identical.
-func GPTQCases() []parity.ParityCase {
+func Cases() []parity.ParityCase {
 	type tc struct {
 		name        string
 		k, rows, g  int
@@ -110,7 +113,7 @@ func gptqParity(dev calib.Device, h []float64, k, rows, g int, o calib.GPTQOptio
 	if !slices.Equal(want.Perm, got.Perm) || want.Tries != got.Tries || want.Damp != got.Damp {
 		return fmt.Errorf("factor: cpu tries %d damp %g, device tries %d damp %g (or the orders differ)", want.Tries, want.Damp, got.Tries, got.Damp)
 	}
-	if !bytes.Equal(f32Bytes(want.N), f32Bytes(got.N)) {
+	if !slices.EqualFunc(want.N, got.N, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
 		i := 0
 		for math.Float32bits(want.N[i]) == math.Float32bits(got.N[i]) {
 			i++
