@@ -69,9 +69,11 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		expandFP4Range(dst, p, scales, i0, g)
 		return
 	}
-	defer archsimd.ClearAVXUpperBits() // the caller's next float instruction may be scalar
+	// The caller's next float instruction may be scalar: both paths end with VZEROUPPER, called
+	// on each path rather than deferred, so that TestNoLegacySSEInVectorCode sees it there.
 	if lp == &avx2Loops {
 		expandFP4AVX2(dst, p, scales, i0, g)
+		archsimd.ClearAVXUpperBits()
 		return
 	}
 	table := archsimd.LoadFloat32x16(&e2m1Values)
@@ -84,6 +86,7 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		s := archsimd.BroadcastFloat32x16(scales[(i0+i)/g])
 		table.Permute(c).Mul(s).Store((*[16]float32)(dst[i:]))
 	}
+	archsimd.ClearAVXUpperBits()
 }
 
 // fp4DupBytes repeats each of eight bytes twice; fp4NibbleShifts then picks the low and the
