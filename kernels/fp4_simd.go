@@ -69,9 +69,11 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		expandFP4Range(dst, p, scales, i0, g)
 		return
 	}
-	defer archsimd.ClearAVXUpperBits() // the caller's next float instruction may be scalar
+	// The caller's next float instruction may be scalar: both paths end with VZEROUPPER, called
+	// on each path rather than deferred, so that TestNoLegacySSEInVectorCode sees it there.
 	if lp == &avx2Loops {
 		expandFP4AVX2(dst, p, scales, i0, g)
+		archsimd.ClearAVXUpperBits()
 		return
 	}
 	table := archsimd.LoadFloat32x16(&e2m1Values)
@@ -84,6 +86,7 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		s := archsimd.BroadcastFloat32x16(scales[(i0+i)/g])
 		table.Permute(c).Mul(s).Store((*[16]float32)(dst[i:]))
 	}
+	archsimd.ClearAVXUpperBits()
 }
 
 // fp4DupBytes repeats each of eight bytes twice; fp4NibbleShifts then picks the low and the
@@ -184,7 +187,9 @@ func fp4Values16(x, s archsimd.Float32x16) (q archsimd.Float32x16, v, sign, a ar
 func fp4Codes16(v, sign archsimd.Uint32x16) archsimd.Uint32x16 {
 	u := func(c uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(c) }
 	idx := v.ShiftRight(u(22)).AsInt32x16().Sub(archsimd.BroadcastInt32x16(0xfc)).Max(archsimd.BroadcastInt32x16(0)).AsUint32x16()
-	idx = idx.Add(u(1).Masked(v.Equal(u(0x3f000000))))
+	// +1 where v is 1/2: a set mask lane is -1, subtracted (a broadcast 1 here shared a 128-bit
+	// constant with fp4Values16's, which the compiler spilled with a legacy-SSE MOVUPS)
+	idx = idx.Sub(v.Equal(u(0x3f000000)).ToInt32x16().AsUint32x16())
 	return idx.Or(sign.ShiftRight(u(28)))
 }
 
@@ -192,7 +197,9 @@ func fp4Codes16(v, sign archsimd.Uint32x16) archsimd.Uint32x16 {
 // lower lane in the low nibble, little-endian.
 func pack16(c archsimd.Uint32x16) uint64 {
 	y := c.TruncateToUint8().AsUint16x8()
-	return y.Or(y.ShiftRight(archsimd.BroadcastUint16x8(4))).TruncateToUint8().AsUint64x2().GetElem(0)
+	// (lanes below 2^12: the arithmetic shift by an immediate is the logical one, and no 128-bit
+	// count vector is left to spill)
+	return y.Or(y.AsInt16x8().ShiftAllRight(4).AsUint16x8()).TruncateToUint8().AsUint64x2().GetElem(0)
 }
 
 // fold16 adds the upper half of e to its lower half: the specification's eight lanes of the
