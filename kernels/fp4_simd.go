@@ -69,11 +69,16 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		expandFP4Range(dst, p, scales, i0, g)
 		return
 	}
-	defer archsimd.ClearAVXUpperBits() // the caller's next float instruction may be scalar
 	if lp == &avx2Loops {
 		expandFP4AVX2(dst, p, scales, i0, g)
-		return
+	} else {
+		expandFP4AVX512(dst, p, scales, i0, g)
 	}
+	archsimd.ClearAVXUpperBits() // the caller's next float instruction may be scalar
+}
+
+// expandFP4AVX512 is expandFP4Range sixteen values per vector.
+func expandFP4AVX512(dst []float32, p []byte, scales []float32, i0, g int) {
 	table := archsimd.LoadFloat32x16(&e2m1Values)
 	dup := archsimd.LoadUint8x16(&fp4DupBytes)
 	shift := archsimd.LoadUint32x16(&fp4NibbleShifts)
