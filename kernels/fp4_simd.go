@@ -167,18 +167,43 @@ func fp4Group32(dst []byte, x *[32]float32, c *fp4Cand, r *fp4Res) {
 	binary.LittleEndian.PutUint64(dst[8:], pack16(fp4Codes16(vb, sb)))
 }
 
+// fp4Vec holds the constant vectors of fp4Values16, set once by initFP4Vectors on a CPU with
+// AVX-512 (an initialiser would run AVX-512 instructions on every CPU).
+var fp4Shift16, fp4Shift22 archsimd.Uint32x16
+
+var fp4Vec struct {
+	sign, abs, bfHalf, one, bfKeep, small, rHalf, keep22, six archsimd.Uint32x16
+	magic                                                     archsimd.Float32x16
+}
+
+var _ = func() bool {
+	if archsimd.X86.AVX512() {
+		initFP4Vectors()
+	}
+	return true
+}()
+
+func initFP4Vectors() {
+	u := archsimd.BroadcastUint32x16
+	v := &fp4Vec
+	v.sign, v.abs, v.bfHalf, v.one, v.bfKeep = u(0x80000000), u(0x7fffffff), u(0x7fff), u(1), u(0xffff0000)
+	v.small, v.rHalf, v.keep22, v.six = u(0x3f800000), u(0x1fffff), u(0xffc00000), u(0x40c00000)
+	v.magic = archsimd.BroadcastFloat32x16(0x1p22)
+	fp4Shift16, fp4Shift22 = u(16), u(22)
+	archsimd.ClearAVXUpperBits()
+}
+
 // fp4Values16 returns, for each lane of x under the effective scale s: the decoded value
 // f32(value·s), the value's magnitude bits v, its sign bit and the BF16-rounded |x/s| bits a.
 func fp4Values16(x, s archsimd.Float32x16) (q archsimd.Float32x16, v, sign, a archsimd.Uint32x16) {
-	u := func(c uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(c) }
+	k := &fp4Vec
 	r := x.Div(s).AsUint32x16()
-	sign = r.And(u(0x80000000))
-	a = r.And(u(0x7fffffff))
-	a = a.Add(u(0x7fff)).Add(a.ShiftRight(u(16)).And(u(1))).And(u(0xffff0000))
-	small := a.Less(u(0x3f800000))
-	m := archsimd.BroadcastFloat32x16(0x1p22)
-	vs := a.AsFloat32x16().Add(m).Sub(m).AsUint32x16()
-	vl := a.Add(u(0x1fffff)).Add(a.ShiftRight(u(22)).And(u(1))).And(u(0xffc00000)).Min(u(0x40c00000))
+	sign = r.And(k.sign)
+	a = r.And(k.abs)
+	a = a.Add(k.bfHalf).Add(a.ShiftRight(fp4Shift16).And(k.one)).And(k.bfKeep)
+	small := a.Less(k.small)
+	vs := a.AsFloat32x16().Add(k.magic).Sub(k.magic).AsUint32x16()
+	vl := a.Add(k.rHalf).Add(a.ShiftRight(fp4Shift22).And(k.one)).And(k.keep22).Min(k.six)
 	v = vs.Merge(vl, small)
 	q = v.Or(sign).AsFloat32x16().Mul(s)
 	return q, v, sign, a
