@@ -69,13 +69,16 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		expandFP4Range(dst, p, scales, i0, g)
 		return
 	}
-	// The caller's next float instruction may be scalar: both paths end with VZEROUPPER, called
-	// on each path rather than deferred, so that TestNoLegacySSEInVectorCode sees it there.
 	if lp == &avx2Loops {
 		expandFP4AVX2(dst, p, scales, i0, g)
-		archsimd.ClearAVXUpperBits()
-		return
+	} else {
+		expandFP4AVX512(dst, p, scales, i0, g)
 	}
+	archsimd.ClearAVXUpperBits() // the caller's next float instruction may be scalar
+}
+
+// expandFP4AVX512 is expandFP4Range sixteen values per vector.
+func expandFP4AVX512(dst []float32, p []byte, scales []float32, i0, g int) {
 	table := archsimd.LoadFloat32x16(&e2m1Values)
 	dup := archsimd.LoadUint8x16(&fp4DupBytes)
 	shift := archsimd.LoadUint32x16(&fp4NibbleShifts)
@@ -86,7 +89,6 @@ func callExpandFP4(dst []float32, p []byte, scales []float32, i0, g int) {
 		s := archsimd.BroadcastFloat32x16(scales[(i0+i)/g])
 		table.Permute(c).Mul(s).Store((*[16]float32)(dst[i:]))
 	}
-	archsimd.ClearAVXUpperBits()
 }
 
 // fp4DupBytes repeats each of eight bytes twice; fp4NibbleShifts then picks the low and the
@@ -165,18 +167,43 @@ func fp4Group32(dst []byte, x *[32]float32, c *fp4Cand, r *fp4Res) {
 	binary.LittleEndian.PutUint64(dst[8:], pack16(fp4Codes16(vb, sb)))
 }
 
+// fp4Vec holds the constant vectors of fp4Values16, set once by initFP4Vectors on a CPU with
+// AVX-512 (an initialiser would run AVX-512 instructions on every CPU).
+var fp4Shift16, fp4Shift22 archsimd.Uint32x16
+
+var fp4Vec struct {
+	sign, abs, bfHalf, one, bfKeep, small, rHalf, keep22, six archsimd.Uint32x16
+	magic                                                     archsimd.Float32x16
+}
+
+var _ = func() bool {
+	if archsimd.X86.AVX512() {
+		initFP4Vectors()
+	}
+	return true
+}()
+
+func initFP4Vectors() {
+	u := archsimd.BroadcastUint32x16
+	v := &fp4Vec
+	v.sign, v.abs, v.bfHalf, v.one, v.bfKeep = u(0x80000000), u(0x7fffffff), u(0x7fff), u(1), u(0xffff0000)
+	v.small, v.rHalf, v.keep22, v.six = u(0x3f800000), u(0x1fffff), u(0xffc00000), u(0x40c00000)
+	v.magic = archsimd.BroadcastFloat32x16(0x1p22)
+	fp4Shift16, fp4Shift22 = u(16), u(22)
+	archsimd.ClearAVXUpperBits()
+}
+
 // fp4Values16 returns, for each lane of x under the effective scale s: the decoded value
 // f32(value·s), the value's magnitude bits v, its sign bit and the BF16-rounded |x/s| bits a.
 func fp4Values16(x, s archsimd.Float32x16) (q archsimd.Float32x16, v, sign, a archsimd.Uint32x16) {
-	u := func(c uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(c) }
+	k := &fp4Vec
 	r := x.Div(s).AsUint32x16()
-	sign = r.And(u(0x80000000))
-	a = r.And(u(0x7fffffff))
-	a = a.Add(u(0x7fff)).Add(a.ShiftRight(u(16)).And(u(1))).And(u(0xffff0000))
-	small := a.Less(u(0x3f800000))
-	m := archsimd.BroadcastFloat32x16(0x1p22)
-	vs := a.AsFloat32x16().Add(m).Sub(m).AsUint32x16()
-	vl := a.Add(u(0x1fffff)).Add(a.ShiftRight(u(22)).And(u(1))).And(u(0xffc00000)).Min(u(0x40c00000))
+	sign = r.And(k.sign)
+	a = r.And(k.abs)
+	a = a.Add(k.bfHalf).Add(a.ShiftRight(fp4Shift16).And(k.one)).And(k.bfKeep)
+	small := a.Less(k.small)
+	vs := a.AsFloat32x16().Add(k.magic).Sub(k.magic).AsUint32x16()
+	vl := a.Add(k.rHalf).Add(a.ShiftRight(fp4Shift22).And(k.one)).And(k.keep22).Min(k.six)
 	v = vs.Merge(vl, small)
 	q = v.Or(sign).AsFloat32x16().Mul(s)
 	return q, v, sign, a
@@ -187,9 +214,7 @@ func fp4Values16(x, s archsimd.Float32x16) (q archsimd.Float32x16, v, sign, a ar
 func fp4Codes16(v, sign archsimd.Uint32x16) archsimd.Uint32x16 {
 	u := func(c uint32) archsimd.Uint32x16 { return archsimd.BroadcastUint32x16(c) }
 	idx := v.ShiftRight(u(22)).AsInt32x16().Sub(archsimd.BroadcastInt32x16(0xfc)).Max(archsimd.BroadcastInt32x16(0)).AsUint32x16()
-	// +1 where v is 1/2: a set mask lane is -1, subtracted (a broadcast 1 here shared a 128-bit
-	// constant with fp4Values16's, which the compiler spilled with a legacy-SSE MOVUPS)
-	idx = idx.Sub(v.Equal(u(0x3f000000)).ToInt32x16().AsUint32x16())
+	idx = idx.Add(u(1).Masked(v.Equal(u(0x3f000000))))
 	return idx.Or(sign.ShiftRight(u(28)))
 }
 
@@ -197,9 +222,7 @@ func fp4Codes16(v, sign archsimd.Uint32x16) archsimd.Uint32x16 {
 // lower lane in the low nibble, little-endian.
 func pack16(c archsimd.Uint32x16) uint64 {
 	y := c.TruncateToUint8().AsUint16x8()
-	// (lanes below 2^12: the arithmetic shift by an immediate is the logical one, and no 128-bit
-	// count vector is left to spill)
-	return y.Or(y.AsInt16x8().ShiftAllRight(4).AsUint16x8()).TruncateToUint8().AsUint64x2().GetElem(0)
+	return y.Or(y.ShiftRight(archsimd.BroadcastUint16x8(4))).TruncateToUint8().AsUint64x2().GetElem(0)
 }
 
 // fold16 adds the upper half of e to its lower half: the specification's eight lanes of the

@@ -70,6 +70,14 @@ const fp4Chunk = 32
 // MXFP4 (gs 32): a chunk of groups at a time, first each group's candidates, then the groups.
 func quantizeFP4(out FP4Out, src []float32, ng, gs int, g float32, search Search) error {
 	var cs [fp4Chunk]fp4Cand
+	// The effective scale of every finite positive e4m3 code under g, computed once (the same
+	// IEEE divisions NVFP4Scale does per group).
+	var tab [0x7f]float32
+	if gs == NVFP4GroupSize {
+		for c := 1; c < len(tab); c++ {
+			tab[c] = NVFP4Scale(uint8(c), g)
+		}
+	}
 	for k0 := 0; k0 < ng; k0 += fp4Chunk {
 		k1 := min(ng, k0+fp4Chunk)
 		for k := k0; k < k1; k++ {
@@ -81,7 +89,7 @@ func quantizeFP4(out FP4Out, src []float32, ng, gs int, g float32, search Search
 			}
 			c := &cs[k-k0]
 			if gs == NVFP4GroupSize {
-				nvfp4Cands(c, math.Float32frombits(ab), g, search)
+				nvfp4Cands(c, math.Float32frombits(ab), g, &tab, search)
 			} else {
 				mxfp4Cands(c, ab, search)
 			}
@@ -91,10 +99,11 @@ func quantizeFP4(out FP4Out, src []float32, ng, gs int, g float32, search Search
 	return nil
 }
 
-// nvfp4Cands sets the candidates of an NVFP4 group with absolute maximum a.
-func nvfp4Cands(c *fp4Cand, a, g float32, search Search) {
+// nvfp4Cands sets the candidates of an NVFP4 group with absolute maximum a; tab holds the
+// effective scale of each code under g.
+func nvfp4Cands(c *fp4Cand, a, g float32, tab *[0x7f]float32, search Search) {
 	c0 := nvfp4RTNCode(a, g)
-	c.codes[0], c.s[0], c.n = c0, NVFP4Scale(c0, g), 1
+	c.codes[0], c.s[0], c.n = c0, tab[c0&0x7f], 1
 	if search != SearchMSE || a < TinyAbsMax {
 		return
 	}
@@ -103,7 +112,7 @@ func nvfp4Cands(c *fp4Cand, a, g float32, search Search) {
 		if v < 1 || v > 0x7e {
 			continue
 		}
-		c.codes[c.n], c.s[c.n] = uint8(v), NVFP4Scale(uint8(v), g)
+		c.codes[c.n], c.s[c.n] = uint8(v), tab[v]
 		c.n++
 	}
 }
