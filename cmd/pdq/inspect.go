@@ -144,7 +144,7 @@ func printInspect(w io.Writer, r inspectReport) error {
 	fmt.Fprintf(tw, "tensors\t%d, %s of data\n", r.Tensors, formatBytes(r.Bytes))
 	m := r.Model
 	if m.ModelType != "" || m.Hidden != 0 {
-		fmt.Fprintf(tw, "model\t%s %s\n", m.ModelType, strings.Join(m.Architectures, ","))
+		fmt.Fprintf(tw, "model\t%s %s\n", termsafe.Line(m.ModelType), termsafe.Line(strings.Join(m.Architectures, ",")))
 		dense := ""
 		if m.Experts > 0 && m.DenseLayers > 0 { // only a mixture of experts has dense layers first
 			dense = fmt.Sprintf(" (%d dense first)", m.DenseLayers)
