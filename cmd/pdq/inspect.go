@@ -138,7 +138,7 @@ func printInspect(w io.Writer, r inspectReport) error {
 	fmt.Fprintf(tw, "checkpoint\t%s (%d shard(s), %s)\n", r.Path, r.Shards, index)
 	layout := r.LayoutStr
 	if r.Layout.ScaleFmt != "" {
-		layout += ", scale_fmt " + r.Layout.ScaleFmt
+		layout += ", scale_fmt " + termsafe.Line(r.Layout.ScaleFmt)
 	}
 	fmt.Fprintf(tw, "layout\t%s\n", layout)
 	fmt.Fprintf(tw, "tensors\t%d, %s of data\n", r.Tensors, formatBytes(r.Bytes))
