@@ -140,3 +140,23 @@ func TestFloorListsValuesApart(t *testing.T) {
 		t.Fatalf("floor message: %v", err)
 	}
 }
+
+// TestWorstLinesFit: at 80 columns the worst-tensor lines fit, the numbers first and the name
+// shortened keeping its layer and expert; with no terminal the whole name is printed.
+func TestWorstLinesFit(t *testing.T) {
+	rows := []report.TensorReport{
+		{Tensor: "model.layers.61.mlp.experts.255.down_proj.weight_packed", Scheme: "int4", SQNR: 18.38, RelRMSE: 0.1205},
+		{Tensor: "model.layers.3.self_attn.o_proj.weight", Scheme: "fp8", SQNR: 30.1, RelRMSE: 0.03},
+	}
+	for i, l := range worstLines(rows, 80) {
+		if cols(l) >= 80 || !strings.HasPrefix(strings.TrimSpace(l), fmt.Sprintf("%.2f dB", float64(rows[i].SQNR))) {
+			t.Errorf("80 columns: %q", l)
+		}
+	}
+	if l := worstLines(rows, 80)[0]; !strings.Contains(l, "L61 E255 down_proj") && !strings.Contains(l, "layers.61.mlp.experts.255.down_proj") {
+		t.Errorf("80 columns: the layer and expert are lost: %q", l)
+	}
+	if l := worstLines(rows, 0)[0]; !strings.HasSuffix(l, rows[0].Tensor) {
+		t.Errorf("no terminal: %q", l)
+	}
+}
