@@ -311,7 +311,7 @@ func printReportSummary(w io.Writer, rep *report.Report, out string) {
 	}
 	w = termsafe.Writer(w) // names, paths and the calibration source come from files
 	fmt.Fprintf(w, "input %s -> prefill %s, decode %s  [%s]\n", formatBytes(rep.InputBytes), formatBytes(rep.PrefillBytes), formatBytes(rep.DecodeBytes), rep.Device)
-	writeGroups(w, rep.Tensors, true)
+	writeGroupsFit(w, rep.Tensors, columns)
 	if len(rep.Worst) > 0 {
 		// The numbers first, the name last: a long name wraps at the end of its line, not
 		// through the columns.

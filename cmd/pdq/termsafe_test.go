@@ -160,3 +160,29 @@ func TestWorstLinesFit(t *testing.T) {
 		t.Errorf("no terminal: %q", l)
 	}
 }
+
+// TestGroupsFit: at 80 columns convert's per-role table fits, one table per output; with no
+// terminal it is the one table verify and report share the columns of.
+func TestGroupsFit(t *testing.T) {
+	rows := []report.TensorReport{
+		{Output: "prefill", Role: "routed_experts", Scheme: "fp8", Tensor: "a", SQNR: 30, RelRMSE: 0.03},
+		{Output: "decode", Role: "routed_experts", Scheme: "int4", Tensor: "a", SQNR: 20, RelRMSE: 0.1},
+		{Output: "decode", Role: "shared_experts", Scheme: "bf16", Tensor: "b", SQNR: 56, RelRMSE: 0.002},
+	}
+	r := report.Float(19)
+	rows[1].RTNSQNR = &r
+	var wide, narrow bytes.Buffer
+	writeGroupsFit(&wide, rows, 0)
+	writeGroupsFit(&narrow, rows, 80)
+	if !strings.Contains(wide.String(), "mean rtn dB") || !strings.Contains(wide.String(), "output") {
+		t.Fatalf("no terminal:\n%s", wide.String())
+	}
+	for _, l := range strings.Split(narrow.String(), "\n") {
+		if cols(l) >= 80 {
+			t.Errorf("80 columns: %d-column line %q", cols(l), l)
+		}
+	}
+	if !strings.Contains(narrow.String(), "decode:\n") || !strings.Contains(narrow.String(), "mean SQNR dB") {
+		t.Fatalf("80 columns:\n%s", narrow.String())
+	}
+}
