@@ -202,7 +202,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 	if o.asJSON {
 		short := *rep
 		short.Tensors = []report.TensorReport{} // the rows are in report.json
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(termsafe.JSONWriter(w))
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(short); err != nil {
 			return err

@@ -121,7 +121,7 @@ func runInspect(ctx context.Context, w io.Writer, src string, o inspectOptions) 
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(termsafe.JSONWriter(w))
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}

@@ -78,6 +78,8 @@ func TestReportEscapesNames(t *testing.T) {
 	}
 	noRawControl(t, "report", stdout)
 	noRawControl(t, "report's failures", stderr)
+	js, _, _ := runMain(t, "report", out, "--json")
+	noRawControl(t, "report --json", js)
 	var sum bytes.Buffer
 	printReportSummary(&sum, rep, out)
 	writeNotes(&sum, []string{hostile}, []string{hostile})
