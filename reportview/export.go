@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"pdq/internal/termsafe"
 	"pdq/quantize/report"
 )
 
@@ -76,7 +77,7 @@ func WriteJSON(w io.Writer, v *View) error {
 		j.Against = &jsonDiff{Report: d.Name, Tool: d.Report.Tool, Source: d.Report.Source, Options: d.Report.Options,
 			Paired: len(d.Changes), OnlyA: names(d.OnlyA), OnlyB: names(d.OnlyB), Roles: nonNil(d.Roles), Movers: nonNil(d.Movers)}
 	}
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(termsafe.JSONWriter(w)) // names come from files: inert on a terminal
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(j)

@@ -151,7 +151,7 @@ func runCalibInspect(w io.Writer, path string, o calibInspectOptions) error {
 		}
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(termsafe.JSONWriter(w))
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
 	}

@@ -14,10 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
@@ -202,7 +202,7 @@ func runConvert(ctx context.Context, w, errw io.Writer, src string, f *planFlags
 	if o.asJSON {
 		short := *rep
 		short.Tensors = []report.TensorReport{} // the rows are in report.json
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(termsafe.JSONWriter(w))
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(short); err != nil {
 			return err
@@ -281,24 +281,44 @@ func belowFloor(v, floor float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
+// worstLines lays out the worst tensors, numbers first and the name last; within columns (0: no
+// limit) a long name is shortened keeping its layer and expert (shortName) rather than wrapped.
+func worstLines(rows []report.TensorReport, columns int) []string {
+	scheme := 0
+	for _, t := range rows {
+		scheme = max(scheme, len(t.Scheme))
+	}
+	lines := make([]string, len(rows))
+	for i, t := range rows {
+		head := fmt.Sprintf("  %6.2f dB  rel RMSE %.4f  %-*s  ", float64(t.SQNR), float64(t.RelRMSE), scheme, termsafe.Line(t.Scheme))
+		name := termsafe.Line(t.Tensor)
+		if room := columns - 1 - cols(head); columns > 0 && room >= 16 {
+			name = shortName(name, room)
+		}
+		lines[i] = head + name
+	}
+	return lines
+}
+
 // printReportSummary prints the per-role summary (the statistics of pdq report) and the worst
 // tensors.
 func printReportSummary(w io.Writer, rep *report.Report, out string) {
+	columns := 0 // the terminal's width, when the summary goes to one
+	if fd, ok := terminalFD(w); ok {
+		if c, _, err := term.GetSize(fd); err == nil {
+			columns = c
+		}
+	}
 	w = termsafe.Writer(w) // names, paths and the calibration source come from files
 	fmt.Fprintf(w, "input %s -> prefill %s, decode %s  [%s]\n", formatBytes(rep.InputBytes), formatBytes(rep.PrefillBytes), formatBytes(rep.DecodeBytes), rep.Device)
-	writeGroups(w, rep.Tensors, true)
+	writeGroupsFit(w, rep.Tensors, columns)
 	if len(rep.Worst) > 0 {
 		// The numbers first, the name last: a long name wraps at the end of its line, not
 		// through the columns.
 		fmt.Fprintln(w, "\nworst tensors:")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for i, t := range rep.Worst {
-			if i == 5 {
-				break
-			}
-			fmt.Fprintf(tw, "  %.2f dB\trel RMSE %.4f\t%s\t%s\n", float64(t.SQNR), float64(t.RelRMSE), t.Scheme, termsafe.Line(t.Tensor))
+		for _, l := range worstLines(rep.Worst[:min(5, len(rep.Worst))], columns) {
+			fmt.Fprintln(w, l)
 		}
-		tw.Flush()
 	}
 	if c := rep.Calibration; c != nil {
 		ws := "-"

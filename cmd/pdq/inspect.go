@@ -121,7 +121,7 @@ func runInspect(ctx context.Context, w io.Writer, src string, o inspectOptions) 
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(termsafe.JSONWriter(w))
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
@@ -138,13 +138,13 @@ func printInspect(w io.Writer, r inspectReport) error {
 	fmt.Fprintf(tw, "checkpoint\t%s (%d shard(s), %s)\n", r.Path, r.Shards, index)
 	layout := r.LayoutStr
 	if r.Layout.ScaleFmt != "" {
-		layout += ", scale_fmt " + r.Layout.ScaleFmt
+		layout += ", scale_fmt " + termsafe.Line(r.Layout.ScaleFmt)
 	}
 	fmt.Fprintf(tw, "layout\t%s\n", layout)
 	fmt.Fprintf(tw, "tensors\t%d, %s of data\n", r.Tensors, formatBytes(r.Bytes))
 	m := r.Model
 	if m.ModelType != "" || m.Hidden != 0 {
-		fmt.Fprintf(tw, "model\t%s %s\n", m.ModelType, strings.Join(m.Architectures, ","))
+		fmt.Fprintf(tw, "model\t%s %s\n", termsafe.Line(m.ModelType), termsafe.Line(strings.Join(m.Architectures, ",")))
 		dense := ""
 		if m.Experts > 0 && m.DenseLayers > 0 { // only a mixture of experts has dense layers first
 			dense = fmt.Sprintf(" (%d dense first)", m.DenseLayers)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -19,10 +20,44 @@ import (
 // mean over a group's tensors of each tensor's SQNR in dB ("mean SQNR dB"), not the SQNR pooled
 // over all the group's elements (report.json's summary "sqnr_db").
 func writeGroups(w io.Writer, rows []report.TensorReport, withOutput bool) {
+	groupsTable(w, rows, withOutput, true)
+}
+
+// writeGroupsFit is writeGroups with the output column, narrowed when it is wider than columns
+// (a terminal's; 0: no limit): one table per output under its name, without the rtn column
+// (pdq report shows it), so that 80 columns do not wrap the rows.
+func writeGroupsFit(w io.Writer, rows []report.TensorReport, columns int) {
+	var wide bytes.Buffer
+	groupsTable(&wide, rows, true, true)
+	fits := true
+	for _, l := range strings.Split(wide.String(), "\n") {
+		fits = fits && cols(l) < columns
+	}
+	if columns <= 0 || fits {
+		io.Copy(w, &wide)
+		return
+	}
+	for _, out := range []string{"prefill", "decode"} {
+		var part []report.TensorReport
+		for _, r := range rows {
+			if r.Output == out {
+				part = append(part, r)
+			}
+		}
+		if len(part) > 0 {
+			fmt.Fprintf(w, "%s:\n", out)
+			groupsTable(w, part, false, false)
+		}
+	}
+}
+
+// groupsTable prints the table of writeGroups; withRTN allows the rtn column where a group has
+// a value for it.
+func groupsTable(w io.Writer, rows []report.TensorReport, withOutput, withRTN bool) {
 	groups := reportview.Summarize(rows)
 	rtn := false
 	for _, g := range groups {
-		rtn = rtn || g.MeanRTNSQNR != nil
+		rtn = rtn || withRTN && g.MeanRTNSQNR != nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"role", "scheme", "tensors", "mean SQNR dB", "min SQNR dB"}

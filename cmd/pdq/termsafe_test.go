@@ -78,6 +78,8 @@ func TestReportEscapesNames(t *testing.T) {
 	}
 	noRawControl(t, "report", stdout)
 	noRawControl(t, "report's failures", stderr)
+	js, _, _ := runMain(t, "report", out, "--json")
+	noRawControl(t, "report --json", js)
 	var sum bytes.Buffer
 	printReportSummary(&sum, rep, out)
 	writeNotes(&sum, []string{hostile}, []string{hostile})
@@ -138,5 +140,51 @@ func TestFloorListsValuesApart(t *testing.T) {
 	rep := &report.Report{Tensors: []report.TensorReport{{Tensor: "a", Scheme: "int4", SQNR: 18.4999}}}
 	if err := checkSQNRFloor(rep, 18.5); err == nil || !strings.Contains(err.Error(), "a  18.4999 dB") {
 		t.Fatalf("floor message: %v", err)
+	}
+}
+
+// TestWorstLinesFit: at 80 columns the worst-tensor lines fit, the numbers first and the name
+// shortened keeping its layer and expert; with no terminal the whole name is printed.
+func TestWorstLinesFit(t *testing.T) {
+	rows := []report.TensorReport{
+		{Tensor: "model.layers.61.mlp.experts.255.down_proj.weight_packed", Scheme: "int4", SQNR: 18.38, RelRMSE: 0.1205},
+		{Tensor: "model.layers.3.self_attn.o_proj.weight", Scheme: "fp8", SQNR: 30.1, RelRMSE: 0.03},
+	}
+	for i, l := range worstLines(rows, 80) {
+		if cols(l) >= 80 || !strings.HasPrefix(strings.TrimSpace(l), fmt.Sprintf("%.2f dB", float64(rows[i].SQNR))) {
+			t.Errorf("80 columns: %q", l)
+		}
+	}
+	if l := worstLines(rows, 80)[0]; !strings.Contains(l, "L61 E255 down_proj") && !strings.Contains(l, "layers.61.mlp.experts.255.down_proj") {
+		t.Errorf("80 columns: the layer and expert are lost: %q", l)
+	}
+	if l := worstLines(rows, 0)[0]; !strings.HasSuffix(l, rows[0].Tensor) {
+		t.Errorf("no terminal: %q", l)
+	}
+}
+
+// TestGroupsFit: at 80 columns convert's per-role table fits, one table per output; with no
+// terminal it is the one table verify and report share the columns of.
+func TestGroupsFit(t *testing.T) {
+	rows := []report.TensorReport{
+		{Output: "prefill", Role: "routed_experts", Scheme: "fp8", Tensor: "a", SQNR: 30, RelRMSE: 0.03},
+		{Output: "decode", Role: "routed_experts", Scheme: "int4", Tensor: "a", SQNR: 20, RelRMSE: 0.1},
+		{Output: "decode", Role: "shared_experts", Scheme: "bf16", Tensor: "b", SQNR: 56, RelRMSE: 0.002},
+	}
+	r := report.Float(19)
+	rows[1].RTNSQNR = &r
+	var wide, narrow bytes.Buffer
+	writeGroupsFit(&wide, rows, 0)
+	writeGroupsFit(&narrow, rows, 80)
+	if !strings.Contains(wide.String(), "mean rtn dB") || !strings.Contains(wide.String(), "output") {
+		t.Fatalf("no terminal:\n%s", wide.String())
+	}
+	for _, l := range strings.Split(narrow.String(), "\n") {
+		if cols(l) >= 80 {
+			t.Errorf("80 columns: %d-column line %q", cols(l), l)
+		}
+	}
+	if !strings.Contains(narrow.String(), "decode:\n") || !strings.Contains(narrow.String(), "mean SQNR dB") {
+		t.Fatalf("80 columns:\n%s", narrow.String())
 	}
 }

@@ -2,6 +2,7 @@ package termsafe
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"testing"
 )
@@ -46,4 +47,23 @@ func FuzzString(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestJSONWriter: C1 controls and format characters that encoding/json leaves raw are escaped;
+// the document decodes to the same value.
+func TestJSONWriter(t *testing.T) {
+	in := map[string]string{"name": "a\u009b31m\u202eb\U000e0001c\x1b"}
+	var b bytes.Buffer
+	if err := json.NewEncoder(JSONWriter(&b)).Encode(in); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range b.String() {
+		if unsafe(r) && r != '\n' {
+			t.Fatalf("raw %U in %q", r, b.String())
+		}
+	}
+	var out map[string]string
+	if err := json.Unmarshal(b.Bytes(), &out); err != nil || out["name"] != in["name"] {
+		t.Fatalf("decoded %q, %v; want %q", out["name"], err, in["name"])
+	}
 }

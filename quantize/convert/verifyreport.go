@@ -2,13 +2,18 @@ package convert
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"slices"
 
+	"pdq/internal/fsutil"
 	"pdq/quantize/report"
 )
+
+// maxReportBytes bounds the report.json verify reads (a 1.5·10¹² parameter model's is about 60 MB).
+const maxReportBytes = 1 << 30
 
 // compareReport checks a report.json written by convert against the rows verify recomputed for
 // the output v checks: every field a gate or a selection of pdq report reads (the error metrics,
@@ -17,8 +22,12 @@ import (
 // The calibration fields (weighted metrics, calib_*), the method and the clipped count are not
 // checked: they need the statistics file or the quantizer's internals, which verify has not.
 func compareReport(v *VerifyResult, path string, groupSize int) {
-	b, err := os.ReadFile(path)
+	b, err := fsutil.ReadRegularFile(path, maxReportBytes) // a FIFO is refused, not waited on
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
 	if err != nil {
+		v.problem("%s: %v", path, err)
 		return
 	}
 	var rep report.Report

@@ -165,3 +165,19 @@ func TestVerifyFlagsStrayFiles(t *testing.T) {
 		os.RemoveAll(path)
 	}
 }
+
+// TestVerifyReportFIFO: a FIFO in report.json's place is reported, not waited on.
+func TestVerifyReportFIFO(t *testing.T) {
+	src, out := convertTiny(t, synth.StyleGLM4, false)
+	path := filepath.Join(out, "report.json")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkfifo(path); err != nil {
+		t.Skip(err)
+	}
+	v := verify(t, src, filepath.Join(out, "decode"))
+	if v.OK() || !strings.Contains(strings.Join(v.Problems, "\n"), "not a regular file") {
+		t.Fatalf("problems %v", v.Problems)
+	}
+}
