@@ -122,7 +122,8 @@ func warnEngines(errw io.Writer, dir string) {
 	}
 	for _, r := range reps {
 		for _, f := range r.Flags {
-			fmt.Fprintf(errw, "note: %s %s needs %s (%s)\n", r.Engine, filepath.Base(r.Dir), f.Flag, f.Rule)
+			fmt.Fprintf(errw, "note: %s: start the %s server with %s (rule %s; pdq plan --serve %s prints the commands)\n",
+				r.Engine, filepath.Base(r.Dir), f.Flag, f.Rule, r.Engine)
 		}
 		for _, p := range r.Problems {
 			fmt.Fprintf(errw, "warning: %s: %s\n", filepath.Base(r.Dir), p)
