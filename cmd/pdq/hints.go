@@ -7,6 +7,7 @@ import (
 	"pdq/publish/store"
 	"pdq/quantize"
 	"pdq/quantize/convert"
+	"pdq/quantize/engines"
 )
 
 // hints say, for the library's sentinel errors, what the user can do about them in terms of
@@ -27,6 +28,7 @@ var hints = []struct {
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
 	{convert.ErrQuantizedSource, "pdq cannot requantize INT4 weights and no option changes that: give the model's BF16 or FP8 original as SRC (pdq inspect SRC names a checkpoint's layout)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
+	{engines.ErrNoConfig, "the engines build the model from config.json: put the model's config.json beside the weights (pdq convert --config FILE writes it into its outputs)"},
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no INT4 module"},
 	{convert.ErrBusy, "wait for that run to finish (or stop it); a crashed run holds no lock, so a rerun after a crash is never refused"},
 	{convert.ErrSourceChanged, "rerun once nothing writes to SRC; while a prefill copy is cloned, a hard link or chmod of its shard counts as a change too (--prefill-mode write writes the copy and checks only size and modification time)"},

@@ -84,3 +84,19 @@ func TestConvertConfigWithoutQuantization(t *testing.T) {
 		t.Errorf("verify --engine of the prefill copy: exit %d, %v\n%s", code, err, stdout)
 	}
 }
+
+// TestVerifyEngineNoConfig: a checkpoint without config.json is refused with the way out.
+func TestVerifyEngineNoConfig(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(src, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	_, code, err := runPDQ(t, "verify", "--engine", "vllm", src)
+	if code != 1 || err == nil || !strings.Contains(hintFor(err), "config.json") {
+		t.Errorf("exit %d, %v", code, err)
+	}
+}
