@@ -11,24 +11,32 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
-// progressBar draws the progress of a long command on one terminal line, redrawn in place
-// ("\r", the line, erase to its end) by a ticker, and fitted to the terminal's width at every
-// redraw, so a resized window (tmux at 80 or 200 columns) never wraps it. Update is cheap and
-// may be called from any goroutine; Stop draws the state as it is (an interrupted run stays
-// where it stopped) and ends the line.
+// progressBar draws the progress of a long command (convert, publish, pull) on one terminal
+// line with progressbar/v3, so every command's bar looks the same: IEC units, an ASCII bar,
+// the rate and the time left. A ticker passes the latest state to the library, after fitting
+// the description (the label and the item being worked on, see shortName) and the bar to the
+// terminal's width at that moment, so a resized window (tmux at 80 or 200 columns) never wraps
+// it. Update is cheap and may be called from any goroutine; Stop draws the state as it is (an
+// interrupted run stays where it stopped) and ends the line.
 type progressBar struct {
 	w     io.Writer
 	width func() int // terminal columns
 	label string
-	start time.Time
 
-	mu          sync.Mutex
+	mu          sync.Mutex // guards the fields below and every call into pb
+	pb          *progressbar.ProgressBar
 	done, total int64
-	name        string
-	drawn       string // the last line drawn, "" before the first
+	pbMax       int64  // the total pb was last given
+	name        string // the item being worked on
+	desc        string // the description pb was last given
+	stats       int    // columns of the byte counts and the rate in the last line drawn
+	times       int    // columns of the elapsed and remaining times in the last line drawn
+	budget      int    // columns a line may take at the last draw
+	drawn       string // the last line drawn, "" before the first or once erased
 
 	stop    chan struct{}
 	stopped chan struct{}
@@ -37,6 +45,9 @@ type progressBar struct {
 
 // progressTick is how often the bar is redrawn.
 const progressTick = 150 * time.Millisecond
+
+// barTheme is the bar's look: [=====>    ].
+var barTheme = progressbar.Theme{Saucer: "=", SaucerHead: ">", SaucerPadding: " ", BarStart: "[", BarEnd: "]"}
 
 // newProgressBar starts a bar on w, a terminal with file descriptor fd.
 func newProgressBar(w io.Writer, fd int, label string) *progressBar {
@@ -49,7 +60,24 @@ func newProgressBar(w io.Writer, fd int, label string) *progressBar {
 }
 
 func startProgressBar(w io.Writer, width func() int, label string) *progressBar {
-	b := &progressBar{w: w, width: width, label: label, start: time.Now(), stop: make(chan struct{}), stopped: make(chan struct{})}
+	b := &progressBar{w: w, width: width, label: label, stop: make(chan struct{}), stopped: make(chan struct{})}
+	// The library writes to lineWriter, which keeps the line for logWriter; every call into
+	// it is made under b.mu, the only goroutine that draws is the ticker below (a bar of known
+	// length starts none of its own), and the ticker paces the redraws, so no throttle is set:
+	// one would drop Stop's final draw of an interrupted run.
+	b.pb = progressbar.NewOptions64(0,
+		progressbar.OptionSetWriter(lineWriter{b}),
+		progressbar.OptionUseANSICodes(true), // "\r", the line, erase to its end
+		progressbar.OptionUseIECUnits(true),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetTheme(barTheme),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetWidth(barMin),
+		progressbar.OptionSetDescription(label+" "),
+	)
+	b.pb.StartWithoutRender() // the clock runs from the start, not from the first byte
 	go func() {
 		defer close(b.stopped)
 		t := time.NewTicker(progressTick)
@@ -83,122 +111,142 @@ func (b *progressBar) Stop() {
 		b.mu.Unlock()
 		if started {
 			b.draw()
-			fmt.Fprint(b.w, "\n")
+			b.mu.Lock()
+			io.WriteString(b.w, "\n")
+			b.drawn = ""
+			b.mu.Unlock()
 		}
 	})
 }
 
+// Bar layout: the bar is 10 to 40 columns and depends only on the terminal's width (so it does
+// not jitter as names change length); the item's name gets the room left, and only when it has
+// nameMin columns, enough for "L17 E123 …_proj".
+const (
+	barMin, barMax = 10, 40
+	nameMin        = 16
+	// statsGuess and timesGuess are the columns of " (1.6/3.7 GiB, 12 MiB/s)" and " [2s:3s]"
+	// before the first draw; later draws measure them on the line drawn last.
+	statsGuess, timesGuess = 24, 8
+)
+
+// draw fits the description and the bar to the terminal and passes the latest state to the
+// library, which redraws the line.
 func (b *progressBar) draw() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.total <= 0 {
 		return
 	}
-	line := progressLine(b.width(), b.label, b.done, b.total, time.Since(b.start), b.name)
-	if line == b.drawn {
+	b.budget = b.width() - 1 // the last column would make some terminals wrap
+	l := chooseLayout(b.budget, b.label, b.name, b.stats, b.times)
+	// Options set between renders: the width, the description and the fields of the next line.
+	progressbar.OptionSetWidth(l.barW)(b.pb)
+	progressbar.OptionSetPredictTime(l.times)(b.pb)
+	if l.desc != b.desc {
+		progressbar.OptionSetDescription(l.desc)(b.pb)
+		b.desc = l.desc
+	}
+	if b.total != b.pbMax {
+		b.pb.ChangeMax64(b.total)
+		b.pbMax = b.total
+	}
+	b.pb.Set64(min(max(b.done, 0), b.total))
+	b.measure(l)
+}
+
+// measure keeps the columns of the rate and of the times of the line drawn last, for the next
+// layout.
+func (b *progressBar) measure(l barLine) {
+	line := b.drawn
+	if line == "" || !strings.HasPrefix(line, l.desc) {
 		return
 	}
-	b.drawn = line
-	fmt.Fprint(b.w, "\r"+line+"\x1b[K")
+	// What follows the description: "%4d%% " (6 columns), the bar and its brackets.
+	tail := cols(line) - cols(l.desc) - 6 - l.barW - 2
+	if l.times && strings.HasSuffix(line, "]") {
+		if i := strings.LastIndex(line, " ["); i >= 0 {
+			b.times = cols(line[i:])
+			tail -= b.times
+		}
+	}
+	b.stats = max(tail, 0)
 }
 
-// progressLine lays out one line of progress in fewer than width columns:
-//
-//	convert [cpu]  45% [=========>          ] 1.62/3.66 GiB  12.30 MiB/s  ETA 12s  model.layers.3.mlp.experts.7.up_proj.weight
-//
-// When the terminal is narrow it shortens the bar (to no less than 10 columns) and the name,
-// keeping its layer ("L3 E7 up_proj", see shortName), then drops the rate, the name, the byte
-// counts, the ETA and the label's detail, in that order; a wide one gets a bar of 40 columns.
-func progressLine(width int, label string, done, total int64, elapsed time.Duration, name string) string {
-	const barMin, barMax, nameMin, nameWant = 10, 40, 16, 56
-	budget := width - 1 // the last column would make some terminals wrap
-	done = min(max(done, 0), total)
-	frac := float64(done) / float64(max(total, 1))
-	pct := fmt.Sprintf("%3.0f%%", 100*frac)
-	bytes := formatBytes(done) + "/" + formatBytes(total)
-	if d, t := formatBytes(done), formatBytes(total); d[strings.LastIndex(d, " "):] == t[strings.LastIndex(t, " "):] {
-		bytes = d[:strings.LastIndex(d, " ")] + "/" + t // one unit: "32.74/48.55 MiB"
+// barLine is the layout of one line: the bar's width, the description before it, and whether
+// the elapsed and remaining times follow it.
+type barLine struct {
+	barW  int
+	desc  string
+	times bool
+}
+
+// chooseLayout lays out a line of budget columns whose rate took stats columns and times took
+// times columns last time. From the fullest layout to the barest, the first that fits is used:
+// the label, the item's name (cut by shortName to keep its layer and expert numbers) and the
+// times; then without the times; then without the name; then with the label's first word
+// alone. A line that still does not fit is cut by lineWriter.
+func chooseLayout(budget int, label, name string, stats, times int) barLine {
+	if stats == 0 {
+		stats = statsGuess
 	}
-	rate, eta := "", "ETA -"
-	if s := elapsed.Seconds(); s > 0.5 && done > 0 {
-		r := float64(done) / s
-		rate = formatBytes(int64(r)) + "/s"
-		eta = "ETA " + shortDuration(time.Duration(float64(total-done)/r*float64(time.Second)))
+	if times == 0 {
+		times = timesGuess
 	}
-	if done == total {
-		eta = "in " + shortDuration(elapsed) // finished: how long it took
-	}
+	stats += 2 // the rate and the times may grow a little before the next draw
+	barW := min(max(budget/2-30, barMin), barMax)
 	short, _, _ := strings.Cut(label, " ")
-	type layout struct {
-		label         string
-		bytes, rate   bool
-		eta           bool
-		withName      bool
-		minNameColumn int
-	}
-	// From the fullest layout to the barest; the first that fits is used.
-	layouts := []layout{
-		{label, true, true, true, true, nameMin},
-		{label, true, false, true, true, nameMin},
-		{label, true, true, true, false, 0},
-		{label, true, false, true, false, 0},
-		{label, false, false, true, false, 0},
-		{short, false, false, true, false, 0},
-		{short, false, false, false, false, 0},
-	}
-	for i, l := range layouts {
-		head := []string{l.label, pct}
-		var tail []string
-		if l.bytes {
-			tail = append(tail, bytes)
+	for _, l := range []struct {
+		label      string
+		name, time bool
+	}{
+		{label, true, true},
+		{label, true, false},
+		{label, false, true},
+		{label, false, false},
+		{short, false, false},
+	} {
+		used := cols(l.label) + 1 + 6 + barW + 2 + stats
+		if l.time {
+			used += times
 		}
-		if l.rate && rate != "" {
-			tail = append(tail, rate)
-		}
-		if l.eta {
-			tail = append(tail, eta)
-		}
-		// head, bar and tail are separated by single spaces, tail fields by two.
-		fixed := cols(strings.Join(head, " ")) + 1 + 2 + 1 + cols(strings.Join(tail, "  "))
-		if len(tail) == 0 {
-			fixed--
-		}
-		room := budget - fixed
-		if l.withName {
-			room -= 2 + l.minNameColumn
-		}
-		if room < barMin && i < len(layouts)-1 {
+		desc := l.label + " "
+		if l.name {
+			n := budget - used - 1
+			if name == "" || n < nameMin {
+				continue
+			}
+			desc += shortName(name, n) + " "
+		} else if used > budget && l.label != short {
 			continue
 		}
-		barW := min(max(budget-fixed, 1), barMax)
-		if l.withName {
-			// The name column comes before a longer bar (it says where the run is), up to
-			// nameWant; the bar's width depends only on the terminal's, so it does not jitter
-			// as names change length.
-			barW = min(max(budget-fixed-2-nameWant, barMin), barMax)
-		}
-		line := strings.Join(head, " ") + " " + bar(barW, frac)
-		if len(tail) > 0 {
-			line += " " + strings.Join(tail, "  ")
-		}
-		if l.withName && name != "" {
-			line += "  " + shortName(name, budget-cols(line)-2)
-		}
-		return truncateCols(line, budget)
+		return barLine{barW, desc, l.time}
 	}
-	return ""
+	return barLine{barW, short + " ", false}
 }
 
-// bar is a bar of w columns between brackets, filled to frac.
-func bar(w int, frac float64) string {
-	fill := int(frac * float64(w))
-	switch {
-	case fill >= w:
-		return "[" + strings.Repeat("=", w) + "]"
-	case fill > 0:
-		return "[" + strings.Repeat("=", fill-1) + ">" + strings.Repeat(" ", w-fill) + "]"
+// lineWriter receives the library's drawing: it keeps the line for logWriter and cuts a line
+// that would not fit the terminal (a rate or an ETA that grew since the layout was chosen), so
+// the line never wraps.
+type lineWriter struct{ b *progressBar }
+
+// eraseLine is the library's end of a line drawn with ANSI codes: erase to the end of the line.
+const eraseLine = "\x1b[0K"
+
+func (l lineWriter) Write(p []byte) (int, error) {
+	s := string(p)
+	if line, ok := strings.CutPrefix(s, "\r"); ok {
+		line, _ = strings.CutSuffix(line, eraseLine)
+		if l.b.budget > 0 {
+			line = truncateCols(line, l.b.budget)
+		}
+		l.b.drawn = line
+		s = "\r" + line + eraseLine
 	}
-	return "[" + strings.Repeat(" ", w) + "]"
+	if _, err := io.WriteString(l.b.w, s); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // cols is the width of s in terminal columns (every rune of these lines is one column wide).
@@ -283,9 +331,8 @@ func terminalFD(w io.Writer) (int, bool) {
 // activeBar is the progress bar on the terminal, if any: log lines clear it first.
 var activeBar atomic.Pointer[progressBar]
 
-// logWriter writes log records to w; when a progress bar is drawn it erases the bar's line first
-// (the bar is drawn again below the record at the next tick), so -v logs and the bar never share
-// a line.
+// logWriter writes log records to w; when a progress bar is drawn it erases the bar's line
+// first and draws the bar again below the record, so -v logs and the bar never share a line.
 type logWriter struct{ w io.Writer }
 
 func (l logWriter) Write(p []byte) (int, error) {
@@ -295,9 +342,15 @@ func (l logWriter) Write(p []byte) (int, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.drawn != "" {
-		io.WriteString(l.w, "\r\x1b[K")
-		b.drawn = ""
+	if b.drawn == "" {
+		return l.w.Write(p)
 	}
-	return l.w.Write(p)
+	io.WriteString(l.w, "\r\x1b[2K")
+	n, err := l.w.Write(p)
+	if err == nil && len(p) > 0 && p[len(p)-1] == '\n' {
+		io.WriteString(b.w, "\r"+b.drawn+eraseLine)
+	} else {
+		b.drawn = "" // the next tick draws it again
+	}
+	return n, err
 }

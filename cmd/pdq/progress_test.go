@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestShortName: a name cut to fit keeps its layer (and expert) number and its end.
@@ -27,26 +26,49 @@ func TestShortName(t *testing.T) {
 	}
 }
 
-// TestProgressLineFits: the line fits every width, keeps the most useful fields when narrow and
-// shows the whole tensor name when wide.
-func TestProgressLineFits(t *testing.T) {
+// lastLine is the last line a bar drew in out: what follows the last "\r", without the erase
+// sequence and the final line feed.
+func lastLine(out string) string {
+	line := out[strings.LastIndex(out, "\r")+1:]
+	line = strings.TrimSuffix(line, "\n")
+	return strings.TrimSuffix(line, eraseLine)
+}
+
+// drawBar draws a bar of done of total bytes on a terminal of width columns and returns what it
+// wrote once stopped.
+func drawBar(width int, done, total int64, name string) string {
+	var buf strings.Builder
+	b := startProgressBar(&buf, func() int { return width }, "convert [cpu]")
+	b.Update(done, total, name)
+	b.draw() // measures the rate and the times for the layout of the next draw
+	b.Stop()
+	return buf.String()
+}
+
+// TestProgressBarFits: the bar, drawn by progressbar/v3, fits every width in IEC units and an
+// ASCII bar, keeps the layer and expert numbers of the name when it shows it, and shows the
+// whole tensor name when wide.
+func TestProgressBarFits(t *testing.T) {
 	name := "model.layers.17.mlp.experts.123.gate_proj.weight"
 	for _, tc := range []struct {
 		width          int
 		want, wantNone []string
 	}{
-		{200, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "GiB/s", "ETA ", name}, []string{"…"}},
-		{120, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", name}, []string{"…"}},
-		{90, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "L17 E123 gate_proj"}, nil},
-		{80, []string{"convert [cpu]", " 45%", "45.00/100.00 GiB", "ETA ", "L17 E123 gate_proj"}, nil},
-		{60, []string{"convert", " 45%", "ETA "}, nil},
-		{40, []string{" 45%"}, nil},
-		{20, nil, nil},
+		{200, []string{"convert [cpu] ", name, " 45% [", "/100 GiB", "iB/s)", "s:"}, []string{"…"}},
+		{120, []string{"convert [cpu] ", "L17 E123 gate_proj", " 45% [", "/100 GiB"}, nil},
+		{80, []string{"convert [cpu] ", "L17 E123", " 45% [", "/100 GiB"}, nil},
+		{60, []string{"convert", " 45% [", "/100 GiB"}, nil},
+		{40, []string{"convert", " 45% ["}, nil},
+		{20, []string{"convert"}, nil},
 	} {
-		line := progressLine(tc.width, "convert [cpu]", 45<<30, 100<<30, 30*time.Second, name)
-		if cols(line) >= tc.width {
-			t.Errorf("width %d: %d columns: %q", tc.width, cols(line), line)
+		out := drawBar(tc.width, 45<<30, 100<<30, name)
+		for _, line := range strings.Split(strings.ReplaceAll(out, "\n", "\r"), "\r") {
+			if line = strings.TrimSuffix(line, eraseLine); cols(line) >= tc.width {
+				t.Errorf("width %d: a line of %d columns: %q", tc.width, cols(line), line)
+			}
 		}
+		line := lastLine(out)
+		t.Logf("%3d: %s", tc.width, line)
 		for _, w := range tc.want {
 			if !strings.Contains(line, w) {
 				t.Errorf("width %d: no %q in %q", tc.width, w, line)
@@ -57,15 +79,37 @@ func TestProgressLineFits(t *testing.T) {
 				t.Errorf("width %d: %q in %q", tc.width, w, line)
 			}
 		}
-		if b := strings.Index(line, "["); tc.width >= 40 && (b < 0 || !strings.Contains(line[b:], "]")) {
-			t.Errorf("width %d: no bar in %q", tc.width, line)
+		if strings.Contains(line, " GB") || strings.Contains(line, " MB") {
+			t.Errorf("width %d: SI units in %q", tc.width, line)
+		}
+		for _, r := range strings.ReplaceAll(line, "…", "") {
+			if r > '~' {
+				t.Errorf("width %d: %q is not ASCII: %q", tc.width, r, line)
+				break
+			}
+		}
+		if i := strings.Index(line, "% ["); tc.width >= 40 && (i < 0 || !strings.Contains(line[i:], "=>")) {
+			t.Errorf("width %d: no [===>   ] bar in %q", tc.width, line)
 		}
 	}
-	// A narrow terminal keeps a bar of at least 10 columns rather than shrinking it to "[]".
-	line := progressLine(80, "convert [cpu]", 45<<30, 100<<30, 30*time.Second, name)
-	i := strings.LastIndex(line, "[")
-	if j := i + strings.Index(line[i:], "]"); j-i-1 < 10 {
-		t.Errorf("80 columns: bar of %d columns in %q", j-i-1, line)
+}
+
+// TestProgressBarResize: a terminal that narrows between redraws gets lines that fit the new
+// width.
+func TestProgressBarResize(t *testing.T) {
+	var buf strings.Builder
+	width := 200
+	b := startProgressBar(&buf, func() int { return width }, "convert [cpu]")
+	b.Update(45<<30, 100<<30, "model.layers.17.mlp.experts.123.gate_proj.weight")
+	b.draw()
+	width = 80
+	mark := buf.Len()
+	b.draw()
+	b.Stop()
+	for _, line := range strings.Split(strings.ReplaceAll(buf.String()[mark:], "\n", "\r"), "\r") {
+		if line = strings.TrimSuffix(line, eraseLine); cols(line) >= 80 {
+			t.Errorf("after the resize: a line of %d columns: %q", cols(line), line)
+		}
 	}
 }
 
@@ -76,14 +120,32 @@ func TestProgressBarStopsWhereItWas(t *testing.T) {
 	b.Update(30, 100, "x")
 	b.Stop()
 	out := buf.String()
-	if !strings.HasSuffix(out, "\n") || !strings.Contains(out, " 30%") || strings.Contains(out, "100%") {
+	if !strings.HasSuffix(out, "\n") || !strings.Contains(lastLine(out), " 30%") || strings.Contains(out, "100%") {
 		t.Errorf("after Stop: %q", out)
-	}
-	if line := progressLine(80, "convert", 100, 100, 3*time.Second, ""); !strings.Contains(line, "in 3s") || strings.Contains(line, "ETA") {
-		t.Errorf("finished: %q", line)
 	}
 	b.Stop() // a second Stop draws nothing more
 	if buf.String() != out {
 		t.Errorf("second Stop wrote %q", buf.String()[len(out):])
+	}
+}
+
+// TestLogWriterClearsBar: a log record erases the bar's line first and the bar is drawn again
+// below it, so the two never share a line.
+func TestLogWriterClearsBar(t *testing.T) {
+	var buf strings.Builder
+	b := startProgressBar(&buf, func() int { return 80 }, "convert [cpu]")
+	b.Update(30, 100, "x")
+	b.draw()
+	activeBar.Store(b)
+	defer activeBar.Store(nil)
+	logWriter{&buf}.Write([]byte("level=DEBUG msg=shard\n"))
+	b.Stop()
+	out := buf.String()
+	i := strings.Index(out, "level=DEBUG")
+	if i < 0 || !strings.HasSuffix(out[:i], "\r\x1b[2K") {
+		t.Errorf("the log record does not start on an erased line: %q", out)
+	}
+	if j := strings.Index(out[i:], "\n"); j < 0 || !strings.Contains(out[i+j:], " 30%") {
+		t.Errorf("the bar is not drawn again below the record: %q", out)
 	}
 }

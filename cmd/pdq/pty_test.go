@@ -268,7 +268,8 @@ func TestTerminalSession(t *testing.T) {
 	if strings.Contains(lines[0], "100%") || strings.Contains(raw, "100%") {
 		t.Errorf("the bar jumped to 100%%: %q", lines[0])
 	}
-	total := regexp.MustCompile(`/(\d+\.\d+ [KMG]iB)`).FindStringSubmatch(lines[0])
+	// The total in IEC units, as progressbar/v3 writes it: "(12/96 MiB, 3.1 MiB/s)".
+	total := regexp.MustCompile(`/(\d+(?:\.\d+)? [KMG]iB)`).FindStringSubmatch(lines[0])
 	if redraws := strings.Count(raw, "\r"); redraws < 2 {
 		t.Errorf("the bar was drawn %d times; want redraws in place", redraws)
 	}
@@ -286,7 +287,7 @@ func TestTerminalSession(t *testing.T) {
 		t.Errorf("rerun: %d lines wrapped at 80 columns", scr.barWraps("convert ["))
 	}
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "resuming: ") || !strings.Contains(lines[0], "decode shards") ||
-		!strings.HasSuffix(lines[0], "already done (verified)") || !strings.HasPrefix(lines[1], "convert [cpu] 100%") {
+		!strings.HasSuffix(lines[0], "already done (verified)") || !strings.HasPrefix(lines[1], "convert [cpu] ") || !strings.Contains(lines[1], " 100% [") {
 		t.Errorf("rerun: want the resume line, then the bar at 100%%; screen:\n%s", strings.Join(lines, "\n"))
 	}
 	if !strings.Contains(raw, "wrote "+filepath.Join(out, "prefill")) {
@@ -302,8 +303,10 @@ func TestTerminalSession(t *testing.T) {
 	code, raw = s.wait(t)
 	scr = newScreen(200, raw)
 	lines = scr.text()
-	if code != 0 || scr.barWraps("convert [") != 0 || len(lines) == 0 || !strings.HasPrefix(lines[0], "convert [cpu] 100%") ||
-		!strings.Contains(lines[0], "/s  in ") || strings.Contains(lines[0], "…") {
+	// The finished line ends with the rate and the time taken: "(96/96 MiB, 12 MiB/s) [8s]".
+	if code != 0 || scr.barWraps("convert [") != 0 || len(lines) == 0 || !strings.HasPrefix(lines[0], "convert [cpu] ") ||
+		!strings.Contains(lines[0], " 100% [") || !regexp.MustCompile(`iB/s\) \[\d+(\.\d+)?[hms]`).MatchString(lines[0]) ||
+		strings.Contains(lines[0], "…") {
 		t.Errorf("200 columns: exit %d, %d wrapped; screen:\n%s", code, scr.barWraps("convert ["), strings.Join(lines, "\n"))
 	}
 }

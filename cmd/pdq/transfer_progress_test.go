@@ -60,3 +60,25 @@ func TestTransferProgressPlainLines(t *testing.T) {
 	}
 	p.finish()
 }
+
+// On a terminal, publish and pull draw the bar convert draws (progressbar/v3: IEC units, an
+// ASCII bar), and finish ends its line where the transfer stood.
+func TestTransferProgressBar(t *testing.T) {
+	var buf syncBuffer
+	p := startByteProgress(&buf, -1, true, "publish", time.Millisecond)
+	p.AddTotal(3 << 30)
+	p.Add(3 << 29)
+	for i := 0; i < 10000 && !strings.Contains(buf.String(), "%"); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	p.finish()
+	out := buf.String()
+	line := lastLine(out)
+	if !strings.HasSuffix(out, "\n") || !strings.HasPrefix(line, "publish ") || !strings.Contains(line, " 50% [") ||
+		!strings.Contains(line, "/3.0 GiB") || !strings.Contains(line, "=>") || cols(line) >= 80 {
+		t.Errorf("publish bar %q", out)
+	}
+	if activeBar.Load() != nil {
+		t.Error("the bar is still the active one after finish")
+	}
+}
