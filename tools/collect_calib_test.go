@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

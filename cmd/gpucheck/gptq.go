@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"pdq/kernels/cuda"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/safetensors"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/internal/termsafe"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

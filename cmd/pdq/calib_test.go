@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"pdq/internal/synth"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

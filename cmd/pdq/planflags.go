@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"pdq/quantize"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/report"
 	"pdq/quantize/rules"
 )

@@ -21,7 +21,7 @@ var layer = map[string]int{
 	"pdq/kernels":     2, "pdq/quantize/rules": 2, "pdq/internal/synth": 2, "pdq/publish/zipnn": 2,
 	"pdq/publish/store": 2,
 	"pdq/quantize":      3, "pdq/quantize/qref": 3, "pdq/quantize/report": 3, "pdq/publish": 3,
-	"pdq/quantize/calib": 4, "pdq/reportview": 4,
+	"pdq/calib": 4, "pdq/reportview": 4,
 	"pdq/quantize/convert": 5, "pdq/kernels/cuda/gptqparity": 5,
 	"pdq/serving": 6,
 	"pdq/cmd":     9, "pdq/tools": 9, "pdq/scripts": 9,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/convert"
 )
 

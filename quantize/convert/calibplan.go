@@ -5,7 +5,7 @@ import (
 	"math"
 	"sync"
 
-	"pdq/quantize/calib"
+	"pdq/calib"
 )
 
 // Calibration methods (Options.CalibMethod).

@@ -1,6 +1,6 @@
 package convert
 
-import "pdq/quantize/calib"
+import "pdq/calib"
 
 // gptqOptions are the plan's GPTQ options, on the worker's backend when it runs GPTQ
 // (calib.Device: the CUDA backend), which gives the CPU's bytes.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"pdq/quantize"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/report"
 	"pdq/safetensors"
 )

@@ -6,7 +6,7 @@ import (
 
 	"pdq/kernels"
 	"pdq/quantize"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/quantize/report"
 )
 

@@ -15,7 +15,7 @@ import (
 	"slices"
 
 	"pdq/kernels/cuda/parity"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/safetensors"
 )
 

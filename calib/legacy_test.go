@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
-	"pdq/quantize/calib"
+	"pdq/calib"
 )
 
 // legacyGPTQ is the float64 implementation this package had before the float32 kernels (gonum's

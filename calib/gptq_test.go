@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"pdq/quantize"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/safetensors"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"pdq/quantize"
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/safetensors"
 )
 

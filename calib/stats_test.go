@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"pdq/quantize/calib"
+	"pdq/calib"
 	"pdq/safetensors"
 )
 
