@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"pdq/quantize"
 	"pdq/calib"
+	"pdq/quantize"
 	"pdq/safetensors"
 )
 

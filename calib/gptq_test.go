@@ -9,8 +9,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"pdq/quantize"
 	"pdq/calib"
+	"pdq/quantize"
 	"pdq/safetensors"
 )
 

@@ -11,8 +11,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"pdq/kernels/cuda"
 	"pdq/calib"
+	"pdq/kernels/cuda"
 	"pdq/safetensors"
 )
 

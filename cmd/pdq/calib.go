@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"pdq/internal/termsafe"
 	"pdq/calib"
+	"pdq/internal/termsafe"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/calib"
+	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"pdq/quantize"
 	"pdq/calib"
+	"pdq/quantize"
 	"pdq/quantize/report"
 	"pdq/safetensors"
 )

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"pdq/calib"
 	"pdq/kernels"
 	"pdq/quantize"
-	"pdq/calib"
 	"pdq/quantize/report"
 )
 

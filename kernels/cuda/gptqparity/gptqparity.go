@@ -14,8 +14,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"pdq/kernels/cuda/parity"
 	"pdq/calib"
+	"pdq/kernels/cuda/parity"
 	"pdq/safetensors"
 )
 
