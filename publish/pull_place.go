@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"pdq/internal/units"
 )
 
 // ErrNoSpace: the directory's file system has less free space than the pull needs.
@@ -61,20 +63,8 @@ func (p *puller) stateBytes() int64 {
 	return n
 }
 
-// sizeText writes a byte count as convert and the command line do (binary units).
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<40:
-		return fmt.Sprintf("%.2f TiB", float64(n)/(1<<40))
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// sizeText prints a byte count with a binary unit (units.Bytes).
+func sizeText(n int64) string { return units.Bytes(n) }
 
 // isNoSpace says whether err is a full file system (or quota).
 func isNoSpace(err error) bool {

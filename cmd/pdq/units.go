@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"pdq/internal/units"
 )
 
 // byteUnits maps size suffixes to multipliers: decimal (KB, MB, GB, TB) and binary (KiB, ...).
@@ -54,17 +56,5 @@ func (b bytesValue) Set(s string) error {
 }
 func (b bytesValue) Type() string { return "size" }
 
-// formatBytes prints a byte count with a binary unit: "1.50 GiB".
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1<<40:
-		return fmt.Sprintf("%.2f TiB", float64(n)/(1<<40))
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// formatBytes prints a byte count with a binary unit (units.Bytes).
+func formatBytes(n int64) string { return units.Bytes(n) }

@@ -15,7 +15,7 @@ import (
 // only packages of a strictly lower layer, or its own subpackages. docs/ARCHITECTURE.md shows
 // the same table.
 var layer = map[string]int{
-	"pdq/internal/floatcodec": 0, "pdq/internal/fsutil": 0, "pdq/internal/par": 0, "pdq/internal/layers": 0,
+	"pdq/internal/floatcodec": 0, "pdq/internal/fsutil": 0, "pdq/internal/par": 0, "pdq/internal/layers": 0, "pdq/internal/units": 0,
 	"pdq/internal/testfs": 0, "pdq/internal/termsafe": 0,
 	"pdq/safetensors": 1,
 	"pdq/kernels":     2, "pdq/quantize/rules": 2, "pdq/internal/synth": 2, "pdq/publish/zipnn": 2,
