@@ -41,13 +41,15 @@ var (
 	srcSGLDeepseek = Source{"sglang", "python/sglang/srt/models/deepseek_v2.py",
 		"3e4a39ee73308590c5c753108bdcb8d333f7f1c6"}
 	srcSGLGLM4 = Source{"sglang", "python/sglang/srt/models/glm4_moe.py",
-		"d5fc25da3e0622bd74a120b8f02ca35ad079c707"}
+		"005ffc65dc0f72d42a1436c31ef129ed98cccc58"}
 	srcVLLMUtils = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/utils.py",
 		"aff237f9631e22389f31aa81e58e6ae93ff02e70"}
 	srcVLLMCT = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
 		"be696453ee1bf3b7a2f652cc457b340d5a20c88c"}
 	srcVLLMMarlinMoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_wna16_marlin.py",
 		"483186f376deaa4ccb04898c50dff91ab6c980c0"}
+	srcVLLMGLM4 = Source{"vllm", "vllm/model_executor/models/glm4_moe.py",
+		"a4cd9d0d28bdb41db8dfe0acdafac2bf2f608630"}
 	srcVLLMDeepseek = Source{"vllm", "vllm/model_executor/models/deepseek_v2.py",
 		"b863fe5bf4e19680572603b4e166faefc5725551"}
 	srcSGLNextN = Source{"sglang", "python/sglang/srt/models/deepseek_nextn.py",
@@ -59,5 +61,5 @@ var (
 // Sources lists every source file the rules cite, for documentation.
 func Sources() []Source {
 	return []Source{srcSGLUtils, srcSGLCT, srcSGLCTMoE, srcSGLDeepseek, srcSGLGLM4,
-		srcVLLMUtils, srcVLLMCT, srcVLLMMarlinMoE, srcVLLMDeepseek, srcSGLNextN, srcVLLMMTP}
+		srcVLLMUtils, srcVLLMCT, srcVLLMMarlinMoE, srcVLLMDeepseek, srcVLLMGLM4, srcSGLNextN, srcVLLMMTP}
 }

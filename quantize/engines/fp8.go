@@ -104,21 +104,38 @@ func (c *checker) checkFP8(qc map[string]any, mods []Module) {
 	}
 }
 
-// checkFusion applies SGLang's shared-expert fusion (deepseek_v2.py
-// determine_num_fused_shared_experts; glm4_moe.py for GLM-4.x and GLM-5): with one shared expert,
-// DeepseekV3ForCausalLM or GlmMoeDsaForCausalLM with 256 routed experts, or Glm4MoeForCausalLM,
-// SGLang on CUDA SM80+ (without EP or DeepEP) loads the shared expert as routed expert number
-// n_routed_experts, with the routed experts' scheme. A shared expert stored in another form than
-// the routed ones then does not load; --disable-shared-experts-fusion keeps it a separate MLP.
+// checkFusion applies SGLang's shared-expert fusion. DeepseekV3ForCausalLM and
+// GlmMoeDsaForCausalLM (deepseek_v2.py determine_num_fused_shared_experts, which glm4_moe.py's
+// GlmMoeDsaForCausalLM calls) fuse one shared expert beside 256 routed experts.
+// Glm4MoeForCausalLM (glm4_moe.py determine_num_fused_shared_experts) fuses whatever the routed
+// expert count: num_fused_shared_experts is n_shared_experts whenever the config has shared
+// experts, and its load_weights asserts it is 1, so a GLM-4.x config with more shared experts
+// fails to load unless fusion is off. Fusion runs on CUDA SM80+ (or ROCm gfx942+) without EP,
+// DeepEP or a W4AFP8 config; pdq plans for CUDA and takes it on, since an EP launch only drops a
+// flag it did not need. A fused shared expert is loaded as routed expert number n_routed_experts
+// with the routed experts' scheme: one stored in another form than the routed ones then does not
+// load, and --disable-shared-experts-fusion keeps it a separate MLP.
 func (c *checker) checkFusion(qc map[string]any, mods []Module) {
 	if c.e != SGLang {
 		return // vLLM fuses shared experts only on ROCm with AITER (deepseek_v2.py)
 	}
 	shared, _ := rules.ConfigInt(c.cfg, "n_shared_experts")
 	routed, _ := rules.ConfigInt(c.cfg, "n_routed_experts")
-	fuses := shared == 1 && ((c.arch == "DeepseekV3ForCausalLM" || c.arch == "GlmMoeDsaForCausalLM") && routed == 256 ||
-		c.arch == "Glm4MoeForCausalLM")
+	glm4 := c.arch == "Glm4MoeForCausalLM"
+	fuses := glm4 && shared >= 1 ||
+		shared == 1 && routed == 256 && (c.arch == "DeepseekV3ForCausalLM" || c.arch == "GlmMoeDsaForCausalLM")
 	if !fuses {
+		return
+	}
+	if glm4 && shared > 1 {
+		f := Finding{Engine: c.e, Rule: "shared-expert-fusion", Source: srcSGLGLM4.String(),
+			Flag: "--disable-shared-experts-fusion",
+			Problem: "SGLang fuses the " + strconv.FormatInt(shared, 10) + " shared experts of this GLM-4.x config " +
+				"into the routed experts, but its loader takes exactly one: launch with --disable-shared-experts-fusion"}
+		c.res.Flags = append(c.res.Flags, f)
+		if !contains(c.o.Flags, f.Flag) {
+			c.res.Problems = append(c.res.Problems, f)
+		}
 		return
 	}
 	src := srcSGLDeepseek

@@ -85,8 +85,11 @@ var fusedByFamily = map[Family][]fusedSpec{
 // names should_ignore_layer splits back into parts. The MTP draft models register none that pdq
 // has read (taken as none: stricter, never looser).
 //
-// SGLang deepseek_v2.py: only "fused_qkv_a_proj_with_mqa" (with q_lora_rank); glm4_moe.py: none.
-// vLLM deepseek_v2.py: "gate_up_proj" and "fused_qkv_a_proj"; glm4_moe.py: "qkv_proj", "gate_up_proj".
+// SGLang deepseek_v2.py: only "fused_qkv_a_proj_with_mqa" (with q_lora_rank). SGLang glm4_moe.py
+// (srcSGLGLM4): Glm4MoeForCausalLM declares no packed_modules_mapping; its load_weights stacks
+// q/k/v_proj into qkv_proj and gate/up_proj into gate_up_proj, so an ignore entry naming only the
+// fused name matches nothing there. vLLM deepseek_v2.py: "gate_up_proj" and "fused_qkv_a_proj";
+// vLLM glm4_moe.py (srcVLLMGLM4): "qkv_proj" [q, k, v] and "gate_up_proj" [gate, up].
 func PackedMapping(e Engine, f Family, draft bool) map[string][]string {
 	m := map[string][]string{}
 	if draft {
