@@ -19,8 +19,15 @@ func (CPU) DequantizeInt4(dst []float32, packed []byte, scales []float32, rows, 
 // checkInt4 checks the lengths of an INT4 slab of rows×cols in groups of g: values (named
 // what), packed bytes and scales.
 func checkInt4(what string, values, packed, scales, rows, cols, g int) error {
-	if g <= 0 || g%8 != 0 || cols%g != 0 || rows < 0 {
-		return shapeErr("INT4 row", cols, g)
+	return checkPackedSlab("INT4 row", 8, "scales", what, values, packed, scales, rows, cols, g)
+}
+
+// checkPackedSlab checks a slab of two codes per byte: g a positive multiple of mult dividing
+// cols (else an error naming row), then values (named what), packed bytes and the group scales
+// (named scaleName).
+func checkPackedSlab(row string, mult int, scaleName, what string, values, packed, scales, rows, cols, g int) error {
+	if g <= 0 || g%mult != 0 || rows < 0 || cols < 0 || cols%g != 0 {
+		return shapeErr(row, cols, g)
 	}
 	n := rows * cols
 	switch {
@@ -29,7 +36,7 @@ func checkInt4(what string, values, packed, scales, rows, cols, g int) error {
 	case packed != n/2:
 		return shapeErr("packed bytes", packed, n/2)
 	case scales != n/g:
-		return shapeErr("scales", scales, n/g)
+		return shapeErr(scaleName, scales, n/g)
 	}
 	return nil
 }

@@ -50,19 +50,7 @@ func expandFP4(dst []float32, p []byte, s float32) {
 // checkFP4 checks the lengths of a rows×cols FP4 slab in groups of g: n values, its packed
 // bytes and its group scales.
 func checkFP4(what string, n, packed, scales, rows, cols, g int) error {
-	if g <= 0 || g%2 != 0 || rows < 0 || cols < 0 || cols%g != 0 {
-		return shapeErr("FP4 row", cols, g)
-	}
-	total := rows * cols
-	switch {
-	case n != total:
-		return shapeErr(what, n, total)
-	case packed != total/2:
-		return shapeErr("packed bytes", packed, total/2)
-	case scales != total/g:
-		return shapeErr("group scales", scales, total/g)
-	}
-	return nil
+	return checkPackedSlab("FP4 row", 2, "group scales", what, n, packed, scales, rows, cols, g)
 }
 
 // ErrorSumsFP4 returns ErrorSums(ref, got, base) for got the dequantization of packed E2M1

@@ -36,7 +36,6 @@ func (o Ops) QuantizeInt4(out kernels.Int4Out, src []float32, rows, cols int, p 
 	mode := Int4Mode(p)
 	kern := Int4Kernel(g)
 	cr := rowsPerChunk(rows, 4*cols, 1)
-	var bad error
 	return o.R.Run(Job{
 		Chunks: ceilDiv(rows, cr),
 		Sizes: func(i int) (int, int) {
@@ -62,24 +61,7 @@ func (o Ops) QuantizeInt4(out kernels.Int4Out, src []float32, rows, cols int, p 
 				dout+uint64(l.bad), din, Int4Shape(groups, g), mode,
 				din+uint64(4*m))
 		},
-		Finish: func(i int, o []byte) error {
-			if bad != nil {
-				return bad
-			}
-			r0, r1 := i*cr, min(rows, (i+1)*cr)
-			m := (r1 - r0) * cols
-			l := int4Out(m, m/g)
-			if k := binary.LittleEndian.Uint64(o[l.bad:]); k != noBad {
-				idx := int64(r0*cols) + int64(k)
-				bad = &kernels.NonFiniteError{Index: idx, Value: src[idx]}
-				return bad
-			}
-			gr0, gr1 := r0*cols/g, r1*cols/g
-			copy(out.Packed[r0*cols/2:r1*cols/2], o[:l.scales])
-			copy(out.Scales[2*gr0:2*gr1], o[l.scales:l.scales+2*(gr1-gr0)])
-			copy(statsBytes(out.Stats[gr0:gr1]), o[l.stats:l.bad])
-			return nil
-		},
+		Finish: int4Finish(out, src, rows, cols, cr, g),
 	})
 }
 
@@ -118,4 +100,29 @@ func (o Ops) DequantizeInt4(dst []float32, packed []byte, scales []float32, rows
 			return nil
 		},
 	})
+}
+
+// int4Finish is the Finish step of the INT4 jobs (rtn, mse and the weighted search): a chunk's
+// non-finite report first (the first one found stops every later chunk), then its packed words,
+// BF16 scales and group statistics copied into out.
+func int4Finish(out kernels.Int4Out, src []float32, rows, cols, cr, g int) func(int, []byte) error {
+	var bad error
+	return func(i int, o []byte) error {
+		if bad != nil {
+			return bad
+		}
+		r0, r1 := i*cr, min(rows, (i+1)*cr)
+		m := (r1 - r0) * cols
+		l := int4Out(m, m/g)
+		if k := binary.LittleEndian.Uint64(o[l.bad:]); k != noBad {
+			idx := int64(r0*cols) + int64(k)
+			bad = &kernels.NonFiniteError{Index: idx, Value: src[idx]}
+			return bad
+		}
+		gr0, gr1 := r0*cols/g, r1*cols/g
+		copy(out.Packed[r0*cols/2:r1*cols/2], o[:l.scales])
+		copy(out.Scales[2*gr0:2*gr1], o[l.scales:l.scales+2*(gr1-gr0)])
+		copy(statsBytes(out.Stats[gr0:gr1]), o[l.stats:l.bad])
+		return nil
+	}
 }

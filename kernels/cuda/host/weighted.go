@@ -3,7 +3,6 @@
 package host
 
 import (
-	"encoding/binary"
 	"math"
 
 	"pdq/kernels"
@@ -35,7 +34,6 @@ func (o Ops) QuantizeInt4Weighted(out kernels.Int4Out, src []float32, rows, cols
 	cand := append(append(append([]float32(nil), p.Pos...), p.Neg...), p.WPos...)
 	mode, wmode := Int4Mode(p), Int4WMode(p)
 	cr := rowsPerChunk(rows, 4*cols, 1)
-	var bad error
 	return o.R.Run(Job{
 		Chunks: ceilDiv(rows, cr),
 		Sizes: func(i int) (int, int) {
@@ -61,24 +59,7 @@ func (o Ops) QuantizeInt4Weighted(out kernels.Int4Out, src []float32, rows, cols
 				dout, dout+uint64(l.scales), dout+uint64(l.stats), dout+uint64(l.bad), din,
 				Int4Shape(groups, g), mode, din+uint64(4*m+4*cols), din+uint64(4*m), wmode, uint64(cols/g))
 		},
-		Finish: func(i int, b []byte) error {
-			if bad != nil {
-				return bad
-			}
-			r0, r1 := i*cr, min(rows, (i+1)*cr)
-			m := (r1 - r0) * cols
-			l := int4Out(m, m/g)
-			if k := binary.LittleEndian.Uint64(b[l.bad:]); k != noBad {
-				idx := int64(r0*cols) + int64(k)
-				bad = &kernels.NonFiniteError{Index: idx, Value: src[idx]}
-				return bad
-			}
-			gr0, gr1 := r0*cols/g, r1*cols/g
-			copy(out.Packed[r0*cols/2:r1*cols/2], b[:l.scales])
-			copy(out.Scales[2*gr0:2*gr1], b[l.scales:l.scales+2*(gr1-gr0)])
-			copy(statsBytes(out.Stats[gr0:gr1]), b[l.stats:l.bad])
-			return nil
-		},
+		Finish: int4Finish(out, src, rows, cols, cr, g),
 	})
 }
 
