@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"pdq/calib"
 	"pdq/kernels"
@@ -20,7 +21,25 @@ const (
 	SchemeFP8Block = report.SchemeFP8Block
 	SchemeFP8Keep  = report.SchemeFP8Keep
 	SchemeBF16     = report.SchemeBF16
+	SchemeNVFP4    = report.SchemeNVFP4
+	SchemeMXFP4    = report.SchemeMXFP4
+	SchemeW4AFP8   = report.SchemeW4AFP8
+	SchemePassed   = report.SchemePassed
 )
+
+// DecodeFormat is the format of the routed experts in the decode checkpoint.
+type DecodeFormat string
+
+// The decode formats. The zero value is DecodeInt4, so that plans of INT4 runs keep their IDs.
+const (
+	DecodeInt4   DecodeFormat = "int4"   // compressed-tensors pack-quantized INT4 (default)
+	DecodeNVFP4  DecodeFormat = "nvfp4"  // compressed-tensors nvfp4-pack-quantized (docs/FP4.md)
+	DecodeMXFP4  DecodeFormat = "mxfp4"  // compressed-tensors mxfp4-pack-quantized (docs/FP4.md)
+	DecodeW4AFP8 DecodeFormat = "w4afp8" // INT4 g128 with dynamic FP8 activations (vLLM's SM90 W4A8)
+)
+
+// DecodeFormats lists the decode formats in the order help and errors name them.
+var DecodeFormats = []DecodeFormat{DecodeInt4, DecodeNVFP4, DecodeMXFP4, DecodeW4AFP8}
 
 // DenseForm is what the decode checkpoint keeps for the Linears it does not make INT4.
 type DenseForm string
@@ -62,6 +81,8 @@ type Options struct {
 	Only          OutputKind      // "" (both), KindPrefill or KindDecode
 	MaxShardSize  int64           // output shard cap (default DefaultMaxShardSize)
 	OnUnsupported Unsupported     // UnsupportedError (default) or UnsupportedSkip: keep unsupported targets dense and list them
+	// DecodeFormat is the routed experts' format in the decode checkpoint ("" means DecodeInt4).
+	DecodeFormat DecodeFormat `json:",omitempty"`
 	// NoInt4OK accepts a decode output without any INT4 module (otherwise ErrNoTargets).
 	NoInt4OK bool `json:",omitempty"`
 
@@ -97,8 +118,26 @@ const PerChannel = quantize.PerChannel
 // DefaultGroupSize is the INT4 group size unless told otherwise.
 const DefaultGroupSize = 32
 
+// decodeFormat is the decode format, DecodeInt4 when unset.
+func (o *Options) decodeFormat() DecodeFormat {
+	if o.DecodeFormat == "" {
+		return DecodeInt4
+	}
+	return o.DecodeFormat
+}
+
 // targetScheme is the encoding of the decode output's targets.
-func (o *Options) targetScheme() Scheme { return SchemeInt4 }
+func (o *Options) targetScheme() Scheme {
+	switch o.decodeFormat() {
+	case DecodeNVFP4:
+		return SchemeNVFP4
+	case DecodeMXFP4:
+		return SchemeMXFP4
+	case DecodeW4AFP8:
+		return SchemeW4AFP8
+	}
+	return SchemeInt4
+}
 
 // group returns the group length for a module with cols input features.
 func (o *Options) group(cols int) int { return quantize.GroupWidth(o.GroupSize, cols) }
@@ -122,6 +161,9 @@ func (o *Options) defaults() error {
 	if o.OnUnsupported == "" {
 		o.OnUnsupported = UnsupportedError
 	}
+	if o.DecodeFormat == DecodeInt4 {
+		o.DecodeFormat = "" // the zero value: INT4 plans keep their IDs
+	}
 	switch {
 	case quantize.CheckGroupSize(o.GroupSize) != nil:
 		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
@@ -129,6 +171,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
 	case o.Only != "" && o.Only != KindPrefill && o.Only != KindDecode:
 		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
+	case !slices.Contains(DecodeFormats, o.decodeFormat()):
+		return fmt.Errorf("%w: decode format %q (want int4, nvfp4, mxfp4 or w4afp8)", ErrBadOptions, o.DecodeFormat)
+	case encodings[o.targetScheme()] == nil:
+		return fmt.Errorf("%w: decode format %q is not built yet", ErrBadOptions, o.DecodeFormat)
 	case o.OnUnsupported != UnsupportedError && o.OnUnsupported != UnsupportedSkip:
 		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
 	case o.Method.Check() != nil:

@@ -17,6 +17,10 @@ const (
 	SchemeFP8Block Scheme = "fp8-block" // FP8 e4m3 with 128x128 block scales, quantized from dense values
 	SchemeFP8Keep  Scheme = "fp8-keep"  // FP8 source blocks kept as they are (renamed for compressed-tensors)
 	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
+	SchemeNVFP4    Scheme = "nvfp4"     // compressed-tensors nvfp4-pack-quantized (E2M1, e4m3 scale per 16, global scale)
+	SchemeMXFP4    Scheme = "mxfp4"     // compressed-tensors mxfp4-pack-quantized (E2M1, E8M0 scale per 32)
+	SchemeW4AFP8   Scheme = "w4afp8"    // INT4 g128 symmetric weights with dynamic per-token FP8 activations
+	SchemePassed   Scheme = "passed"    // an already-quantized source tensor set written through unchanged
 )
 
 // Family groups schemes for plots: the encodings of one family share a colour.
