@@ -14,9 +14,9 @@ func EngineInput(p *convert.Plan, which Checkpoint) (in engines.Input, ok bool) 
 	var out *convert.Output
 	switch which {
 	case Prefill:
-		out = p.Prefill
+		out = p.Output(convert.KindPrefill)
 	case Decode:
-		out = p.Decode
+		out = p.Output(convert.KindDecode)
 	}
 	if out == nil || out.Config == nil {
 		return in, false

@@ -30,14 +30,15 @@ func Tensors(p *convert.Plan, which Checkpoint) []Tensor {
 	case Source:
 		return fromSource()
 	case Prefill:
-		if p.Prefill == nil {
+		pre := p.Output(convert.KindPrefill)
+		if pre == nil {
 			return nil
 		}
-		if p.Prefill.CopySource {
+		if pre.CopySource {
 			return fromSource()
 		}
 	case Decode:
-		if p.Decode == nil {
+		if p.Output(convert.KindDecode) == nil {
 			return nil
 		}
 	}

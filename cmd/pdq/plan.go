@@ -66,15 +66,15 @@ type planSummary struct {
 
 func summarizePlan(p *convert.Plan) planSummary {
 	s := planSummary{Source: p.Source.Dir, Layout: p.Layout, InputBytes: p.InputBytes(), Skipped: p.Skipped, Warnings: p.Warnings}
-	if p.Prefill != nil {
-		s.PrefillBytes, s.PrefillShards, s.PrefillCopy = p.Prefill.Bytes(p.Source), len(p.Prefill.Shards), p.Prefill.CopySource
+	if pre := p.Output(convert.KindPrefill); pre != nil {
+		s.PrefillBytes, s.PrefillShards, s.PrefillCopy = pre.Bytes(p.Source), len(pre.Shards), pre.CopySource
 		if s.PrefillCopy {
 			s.PrefillShards = len(p.Source.Shards)
 		}
 		s.Prefill = p.Counts("prefill")
 	}
-	if p.Decode != nil {
-		s.DecodeBytes, s.DecodeShards = p.Decode.Bytes(p.Source), len(p.Decode.Shards)
+	if dec := p.Output(convert.KindDecode); dec != nil {
+		s.DecodeBytes, s.DecodeShards = dec.Bytes(p.Source), len(dec.Shards)
 		s.Decode = p.Counts("decode")
 	}
 	return s
@@ -116,14 +116,14 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "source\t%s (%s)\t%s\n", s.Source, s.Layout, formatBytes(s.InputBytes))
-	if p.Prefill != nil {
+	if p.Output(convert.KindPrefill) != nil {
 		how := "FP8 blocks"
 		if s.PrefillCopy {
 			how = "the FP8 source unchanged"
 		}
 		fmt.Fprintf(tw, "prefill/\t%d shard(s), %s\t%s (%.1f%% of input)\n", s.PrefillShards, how, formatBytes(s.PrefillBytes), pct(s.PrefillBytes, s.InputBytes))
 	}
-	if p.Decode != nil {
+	if p.Output(convert.KindDecode) != nil {
 		group := fmt.Sprintf("g%d", f.groupSize)
 		if f.groupSize == 0 {
 			group = "per-channel"
@@ -131,7 +131,7 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 		fmt.Fprintf(tw, "decode/\t%d shard(s), INT4 %s %s experts, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, group, f.method, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
 	}
 	tw.Flush()
-	if p.Prefill != nil && s.PrefillCopy {
+	if s.PrefillCopy {
 		fmt.Fprintln(w, "(with DIR on the XFS (reflinks on) or btrfs that holds SRC, prefill/ is cloned: no writes, no space)")
 	}
 	for _, kind := range []struct {

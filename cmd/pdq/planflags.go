@@ -142,10 +142,7 @@ func logPlan(p *convert.Plan) {
 	o := p.Options
 	slog.Debug("plan", "source", p.Source.Dir, "layout", p.Layout.String(), "shards", len(p.Source.Shards), "modules", len(p.Modules),
 		"group_size", o.GroupSize, "method", o.Method, "targets", o.Targets, "ignore", o.Ignore, "decode_dense", o.DecodeDense)
-	for _, out := range []*convert.Output{p.Prefill, p.Decode} {
-		if out == nil {
-			continue
-		}
+	for _, out := range p.Outputs {
 		counts := p.Counts(out.Kind)
 		roles := make([]string, 0, len(counts))
 		for _, r := range rules.Roles {

@@ -22,8 +22,8 @@ var errNoSpace = errors.New("not enough free space")
 // cloned or hard-linked and take no space, and only the run knows.
 func planWrites(p *convert.Plan, mode convert.PrefillMode) int64 {
 	var n int64
-	for _, o := range []*convert.Output{p.Prefill, p.Decode} {
-		if o != nil && (!o.CopySource || mode == convert.PrefillWrite) {
+	for _, o := range p.Outputs {
+		if !o.CopySource || mode == convert.PrefillWrite {
 			n += o.Bytes(p.Source)
 		}
 	}

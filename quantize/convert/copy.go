@@ -65,7 +65,7 @@ const copyQueue = 8
 // those it can with PrefillLink; nil when there are none.
 func (r *runner) newCopier(ctx context.Context) (*copier, error) {
 	p := r.plan
-	if p.Prefill == nil || !p.Prefill.CopySource {
+	if pre := p.Output(KindPrefill); pre == nil || !pre.CopySource {
 		return nil, nil
 	}
 	dst := filepath.Join(r.dir, "prefill")

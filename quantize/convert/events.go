@@ -67,8 +67,8 @@ func (e Events) resumed(p *Plan, j *journal, own map[string]bool) {
 			}
 		}
 	}
-	count(p.Prefill, &ri.PrefillDone, &ri.PrefillShards)
-	count(p.Decode, &ri.DecodeDone, &ri.DecodeShards)
+	count(p.Output(KindPrefill), &ri.PrefillDone, &ri.PrefillShards)
+	count(p.Output(KindDecode), &ri.DecodeDone, &ri.DecodeShards)
 	ri.KeptTensors = len(j.Tensors) // newShardSet has dropped those that failed their check
 	e.Resumed(ri)
 }

@@ -22,7 +22,7 @@ func (r *runner) finish() (*report.Report, error) {
 		}
 	}
 	extra := map[string]any{"producer": r.ro.Tool}
-	for _, out := range p.outputs() {
+	for _, out := range p.Outputs {
 		dir := filepath.Join(r.dir, string(out.Kind))
 		// Side files, then config.json, then the index: an output with an index is complete.
 		if err := copySideFiles(p.Source.Dir, dir); err != nil {

@@ -43,27 +43,27 @@ func TestPlanGLM5HeaderOnly(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		in := float64(p.InputBytes()) / gib
-		dec := float64(p.Decode.Bytes(ck)) / gib
-		pre := float64(p.Prefill.Bytes(ck)) / gib
-		t.Logf("GLM-5 %s: input %.2f GiB, prefill %.2f GiB, decode %.2f GiB in %d shards", tc.name, in, pre, dec, len(p.Decode.Shards))
+		dec := float64(p.Output(convert.KindDecode).Bytes(ck)) / gib
+		pre := float64(p.Output(convert.KindPrefill).Bytes(ck)) / gib
+		t.Logf("GLM-5 %s: input %.2f GiB, prefill %.2f GiB, decode %.2f GiB in %d shards", tc.name, in, pre, dec, len(p.Output(convert.KindDecode).Shards))
 		if in < 680 || in > 720 {
 			t.Errorf("input %.2f GiB, want 680..720", in)
 		}
-		if pre != in || !p.Prefill.CopySource {
-			t.Errorf("prefill of an FP8 source: %.2f GiB, copy %v; want the source unchanged", pre, p.Prefill.CopySource)
+		if pre != in || !p.Output(convert.KindPrefill).CopySource {
+			t.Errorf("prefill of an FP8 source: %.2f GiB, copy %v; want the source unchanged", pre, p.Output(convert.KindPrefill).CopySource)
 		}
 		if dec < tc.decLo || dec > tc.decHi {
 			t.Errorf("decode %.2f GiB, want %v..%v", dec, tc.decLo, tc.decHi)
 		}
 		var planned int64
-		for _, s := range p.Decode.Shards {
+		for _, s := range p.Output(convert.KindDecode).Shards {
 			planned += s.Layout.FileSize
 			if s.Layout.FileSize > 5_000_000_000+int64(len(s.Layout.Prefix)) && len(s.Specs) > 1 {
 				t.Errorf("%s: %d bytes over the default 5 GB cap", s.FileName, s.Layout.FileSize)
 			}
 		}
-		if planned != p.Decode.Bytes(ck) {
-			t.Errorf("decode shards sum to %d, Bytes says %d", planned, p.Decode.Bytes(ck))
+		if planned != p.Output(convert.KindDecode).Bytes(ck) {
+			t.Errorf("decode shards sum to %d, Bytes says %d", planned, p.Output(convert.KindDecode).Bytes(ck))
 		}
 	}
 }

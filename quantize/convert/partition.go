@@ -103,10 +103,7 @@ func (p *Plan) moduleCost(m *Module, kind OutputKind) float64 { return p.bound(m
 // and a module is computed by more than one part only at the borders between parts.
 func (p *Plan) units() []WorkUnit {
 	var us []WorkUnit
-	for _, out := range []*Output{p.Prefill, p.Decode} {
-		if out == nil {
-			continue
-		}
+	for _, out := range p.Outputs {
 		if out.CopySource {
 			idx := map[string]int{}
 			for i, s := range p.Source.Shards {

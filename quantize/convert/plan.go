@@ -51,8 +51,9 @@ type Plan struct {
 	Config  map[string]any // the source config.json (nil when absent)
 	Options Options
 	Modules []*Module // in source file order
-	Prefill *Output   // nil with Only == "decode"
-	Decode  *Output   // nil with Only == "prefill"
+	// Outputs are the outputs the plan writes, in the order of the output kinds (prefill, then
+	// decode); Options.Only leaves one. Output finds one by kind.
+	Outputs []*Output
 	// Skipped lists targets kept dense under --on-unsupported skip, with the reason.
 	Skipped []string
 	// Warnings are facts about the outputs that the serving engines care about (tensor-parallel
@@ -63,15 +64,14 @@ type Plan struct {
 	ConfigFile, ConfigSHA256 string
 }
 
-// outputs lists the outputs the plan writes, in order (prefill, then decode).
-func (p *Plan) outputs() []*Output {
-	var outs []*Output
-	for _, o := range []*Output{p.Prefill, p.Decode} {
-		if o != nil {
-			outs = append(outs, o)
+// Output returns the planned output of kind, or nil when the plan does not write it.
+func (p *Plan) Output(kind OutputKind) *Output {
+	for _, o := range p.Outputs {
+		if o.Kind == kind {
+			return o
 		}
 	}
-	return outs
+	return nil
 }
 
 // UseConfigFile records that Config was read from path (a config.json given for a source that
@@ -122,15 +122,19 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 		return nil, err
 	}
 	p.bindAll()
-	if o.Only != KindDecode {
-		if p.Prefill, err = p.planPrefill(); err != nil {
+	for _, kind := range outputKinds {
+		if o.Only != "" && o.Only != kind {
+			continue
+		}
+		plan := p.planDecode
+		if kind == KindPrefill {
+			plan = p.planPrefill
+		}
+		out, err := plan()
+		if err != nil {
 			return nil, err
 		}
-	}
-	if o.Only != KindPrefill {
-		if p.Decode, err = p.planDecode(); err != nil {
-			return nil, err
-		}
+		p.Outputs = append(p.Outputs, out)
 	}
 	p.Warnings = append(p.configWarnings(), p.engineWarnings()...)
 	return p, nil

@@ -118,12 +118,12 @@ func (p *Plan) engineWarnings() []string {
 			what, mult, inter, strings.Join(bad, ", "))
 	}
 	var ws []string
-	if p.Prefill != nil {
+	if p.Output(KindPrefill) != nil {
 		if w := check("prefill FP8 blocks", FP8BlockSize); w != "" {
 			ws = append(ws, w)
 		}
 	}
-	if p.Decode != nil && p.Options.GroupSize != PerChannel {
+	if p.Output(KindDecode) != nil && p.Options.GroupSize != PerChannel {
 		if w := check(fmt.Sprintf("decode INT4 g%d", p.Options.GroupSize), max(64, p.Options.GroupSize)); w != "" {
 			ws = append(ws, w)
 		}

@@ -33,7 +33,7 @@ func BenchmarkReader(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	copying := p.Prefill != nil && p.Prefill.CopySource
+	copying := p.Output(KindPrefill) != nil && p.Output(KindPrefill).CopySource
 	type piece struct {
 		m *Module
 		s *slab

@@ -95,11 +95,11 @@ func (r *runner) report() *report.Report {
 			Targets: p.Options.Targets, Ignore: p.Options.Ignore, DecodeDense: string(p.Options.DecodeDense), Only: string(p.Options.Only),
 			MaxShardSize: p.Options.MaxShardSize},
 	}
-	if p.Prefill != nil {
-		rep.PrefillBytes = p.Prefill.Bytes(p.Source)
+	if o := p.Output(KindPrefill); o != nil {
+		rep.PrefillBytes = o.Bytes(p.Source)
 	}
-	if p.Decode != nil {
-		rep.DecodeBytes = p.Decode.Bytes(p.Source)
+	if o := p.Output(KindDecode); o != nil {
+		rep.DecodeBytes = o.Bytes(p.Source)
 	}
 	sums := map[[3]string]*roleAcc{}
 	for _, kind := range outputKinds {

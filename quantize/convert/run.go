@@ -213,7 +213,7 @@ func (ro *RunOptions) defaults() error {
 func newRunner(p *Plan, dir string, ro RunOptions, j *journal, own map[string]bool) (*runner, error) {
 	r := &runner{plan: p, ro: ro, dir: dir, journal: j, own: own, records: map[recordKey][]record{}, budget: newBudget(ro.MaxMemory)}
 	r.outs = make([]*shardSet, len(outputKinds))
-	for _, out := range p.outputs() {
+	for _, out := range p.Outputs {
 		if out.CopySource {
 			continue
 		}

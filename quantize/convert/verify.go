@@ -67,10 +67,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 	if err != nil {
 		return nil, fmt.Errorf("convert: verify: re-plan: %w", err)
 	}
-	o := p.Decode
-	if kind == KindPrefill {
-		o = p.Prefill
-	}
+	o := p.Output(kind)
 	reportPath := filepath.Join(filepath.Dir(filepath.Clean(outDir)), "report.json")
 	if o.CopySource {
 		verifyCopy(ctx, v, src, out)

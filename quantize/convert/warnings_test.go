@@ -16,7 +16,7 @@ func TestEngineWarnings(t *testing.T) {
 		{192, 32, []string{"TP2 (96), TP4 (48), TP8 (24)", "decode INT4 g32"}},
 	} {
 		p := &Plan{Config: map[string]any{"moe_intermediate_size": float64(c.inter)}, Options: Options{GroupSize: c.group},
-			Prefill: &Output{}, Decode: &Output{}}
+			Outputs: []*Output{{Kind: KindPrefill}, {Kind: KindDecode}}}
 		got := strings.Join(p.engineWarnings(), "\n")
 		if c.want == nil && got != "" {
 			t.Errorf("I=%d g%d: unexpected warnings %q", c.inter, c.group, got)

@@ -153,7 +153,7 @@ func TestDefectFP8SourceConfig(t *testing.T) {
 		}
 		checkOK(t, string(e)+" prefill", e, pl.prefill, 8)
 	}
-	if !pl.plan.Prefill.WriteConfig {
+	if !pl.plan.Output(convert.KindPrefill).WriteConfig {
 		t.Errorf("prefill copy does not write its config")
 	}
 }

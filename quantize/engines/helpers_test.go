@@ -93,15 +93,15 @@ func layout(t *testing.T, config string, fp8 bool, o convert.Options, edit func(
 	}
 	out := planned{plan: p, source: engines.FromCheckpoint(ck, rules.CloneConfig(cfg))}
 	out.source.Config = rules.CloneConfig(cfg)
-	if p.Prefill != nil {
-		if p.Prefill.CopySource {
-			out.prefill = engines.Input{Config: rules.CloneConfig(p.Prefill.Config), Tensors: out.source.Tensors}
+	if pre := p.Output(convert.KindPrefill); pre != nil {
+		if pre.CopySource {
+			out.prefill = engines.Input{Config: rules.CloneConfig(pre.Config), Tensors: out.source.Tensors}
 		} else {
-			out.prefill = input(p.Prefill)
+			out.prefill = input(pre)
 		}
 	}
-	if p.Decode != nil {
-		out.decode = input(p.Decode)
+	if dec := p.Output(convert.KindDecode); dec != nil {
+		out.decode = input(dec)
 	}
 	return out
 }
