@@ -125,6 +125,14 @@ type handLayout struct {
 // indexer, norms and the router are whole on every GPU; the MTP layers are not loaded. Every
 // split tensor rounds up.
 func handPerGPU(m synth.Model, decode bool, l handLayout) int64 {
+	return handPerGPUAs(m, decode, convert.DecodeInt4, l)
+}
+
+// handPerGPUAs is handPerGPU with the decode checkpoint's routed experts in decode format f
+// (docs/FP4.md): INT4 g32 and W4AFP8 (g128) pack-quantized with BF16 scales and an int64 shape,
+// NVFP4 nibbles with an e4m3 scale per 16 and an F32 global scale, MXFP4 nibbles with a byte
+// exponent per 32.
+func handPerGPUAs(m synth.Model, decode bool, f convert.DecodeFormat, l handLayout) int64 {
 	cd := func(a, b int64) int64 { return (a + b - 1) / b }
 	blocks := func(n, k int64) int64 { return cd(n, 128) * cd(k, 128) * 4 }
 	lin := func(n, k, ways int64) int64 { // a dense Linear cut ways ways
@@ -135,6 +143,14 @@ func handPerGPU(m synth.Model, decode bool, l handLayout) int64 {
 	}
 	expert := func(n, k, ways int64) int64 {
 		if decode {
+			switch f {
+			case convert.DecodeNVFP4:
+				return cd(n*k/2, ways) + cd(n*k/16, ways) + cd(4, ways)
+			case convert.DecodeMXFP4:
+				return cd(n*k/2, ways) + cd(n*k/32, ways)
+			case convert.DecodeW4AFP8:
+				return cd(n*k/2, ways) + cd(n*(k/128)*2, ways) + cd(16, ways)
+			}
 			return cd(n*k/2, ways) + cd(n*(k/32)*2, ways) + cd(16, ways)
 		}
 		return cd(n*k, ways) + cd(blocks(n, k), ways)
