@@ -119,7 +119,7 @@ func isDecodeTarget(s convert.Scheme) bool {
 // another it answers "what would this checkpoint cost per GPU in f" from one plan, without
 // planning again (int4Group as in FormatTensors). nil when p writes no decode checkpoint.
 func DecodeTensorsAs(p *convert.Plan, f convert.DecodeFormat, int4Group int) ([]Tensor, error) {
-	if p.Decode == nil {
+	if p.Output(convert.KindDecode) == nil {
 		return nil, nil
 	}
 	var out []Tensor
