@@ -75,7 +75,7 @@ test-short:
 
 ## lint: gofmt and go vet
 lint:
-	@out=$$(gofmt -l cmd quantize safetensors calib kernels internal publish tools serving reportview); \
+	@out=$$(gofmt -l cmd quantize safetensors calib kernels internal publish tools serving reportview synth); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	GOOS=linux GOARCH=arm64 $(GO) vet $(PKGS)

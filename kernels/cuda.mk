@@ -22,7 +22,7 @@ NONFREE_LIST := /etc/apt/sources.list.d/nonfree.sources
 # to start (see docs/CUDA.md, "Starting anywhere").
 CUDA_LAZY    := $(CUDA_CACHE)/lazy
 CUDA_ENV     := CGO_ENABLED=1 CGO_CFLAGS="-I$(CUDA_INC)" CGO_LDFLAGS="-L$(CUDA_LAZY)"
-CUDA_PKGS    := ./kernels/cuda/... ./cmd/gpucheck ./cmd/pdq
+CUDA_PKGS    := ./kernels/cuda/... ./calib/gptqparity ./cmd/gpucheck ./cmd/pdq
 NVCC         ?= nvcc
 NVCC_FLAGS   := -ptx -arch=compute_90 -fmad=false -O3 -std=c++14
 
@@ -100,7 +100,7 @@ ptx:
 ## devices against the CPU (no GPU needed; needs g++)
 test-cuda-emu:
 	CGO_ENABLED=1 CGO_CXXFLAGS="-O2 -DPDQ_CU_SHA256=$$(sha256sum kernels/pdq.cu | cut -c1-64)" \
-		$(GO) test -count=1 -tags cudaemu ./kernels/cuda/emu ./kernels/cuda/libcuda
+		$(GO) test -count=1 -tags cudaemu ./kernels/cuda/emu ./kernels/cuda/libcuda ./calib/gptqparity
 	CGO_ENABLED=1 CGO_CXXFLAGS="-O2 -DPDQ_CU_SHA256=$$(sha256sum kernels/pdq.cu | cut -c1-64)" \
 		$(GO) test -count=1 -tags cudaemu -run TestDeviceEmulated ./quantize/convert
 

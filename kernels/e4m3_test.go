@@ -17,7 +17,7 @@ func checkE4M3(t *testing.T, b uint32) {
 
 var e4m3Full = flag.Bool("e4m3full", false, "compare e4m3 with the codec on all 2^32 float32 patterns (about a minute)")
 
-// TestE4M3MatchesCodec compares the fast encoder with the safetensors codec: every float32 whose
+// TestE4M3MatchesCodec compares the fast encoder with the floatcodec encoder: every float32 whose
 // low 12 bits are a rounding-relevant pattern (ties, just above and below), and a strided sweep
 // of the whole range (every pattern with -e4m3full).
 func TestE4M3MatchesCodec(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 // TestWeightedUnitWeights: with every weight 1 the weighted search performs the same float32
@@ -103,7 +103,7 @@ func TestWeightedNeverWorseThanRTN(t *testing.T) {
 				a = max(a, float32(math.Abs(float64(v))))
 			}
 			s := math.Float32frombits(uint32(binary.LittleEndian.Uint16(out.Scales[2*k:])) << 16)
-			es, er := weightedErr64(x, w, s), weightedErr64(x, w, safetensors.RoundBF16(a/7.5))
+			es, er := weightedErr64(x, w, s), weightedErr64(x, w, floatcodec.RoundBF16(a/7.5))
 			if es > er*(1+1e-5) {
 				t.Fatalf("g%d group %d: weighted error %g with scale %g, RTN %g", g, k, es, s, er)
 			}

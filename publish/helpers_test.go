@@ -18,8 +18,8 @@ import (
 	"sync"
 	"testing"
 
+	"pdq/internal/floatcodec"
 	"pdq/publish/store"
-	"pdq/safetensors"
 )
 
 // Test checkpoints: safetensors shards of synthetic weights (N(0, 0.02) BF16, block-scaled FP8
@@ -37,7 +37,7 @@ func normals(n int, seed uint64) []float32 {
 func bf16Bytes(n int, seed uint64) []byte {
 	b := make([]byte, 2*n)
 	for i, v := range normals(n, seed) {
-		binary.LittleEndian.PutUint16(b[2*i:], safetensors.Float32ToBF16(v))
+		binary.LittleEndian.PutUint16(b[2*i:], floatcodec.Float32ToBF16(v))
 	}
 	return b
 }
@@ -52,7 +52,7 @@ func fp8Bytes(n int, seed uint64) []byte {
 			m = max(m, float32(math.Abs(float64(v))))
 		}
 		for i, v := range blk {
-			b[o+i] = safetensors.Float32ToF8E4M3(v * 448 / m)
+			b[o+i] = floatcodec.Float32ToF8E4M3(v * 448 / m)
 		}
 	}
 	return b

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // headerOnlyPlan lays out a full-size header-only FP8 checkpoint of a real config (sparse files

@@ -43,7 +43,7 @@ func fusedBench(w io.Writer, b *cuda.Multi, gib float64, seed uint64) error {
 				FP8Scales: make([]float32, rows/128*cols/128),
 			}
 		}
-		src := host.FusedSource{Raw: raw, DType: safetensors.BF16, Rows: rows, Cols: cols}
+		src := host.FusedSource{Raw: raw, DType: kernels.BF16, Rows: rows, Cols: cols}
 		next := make(chan int, slabs)
 		for i := range slabs {
 			next <- i

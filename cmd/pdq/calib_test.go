@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"pdq/calib"
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // calibFixture makes a tiny GLM-4 checkpoint and statistics for its expert targets: gate entries

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"pdq/calib"
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // TestCalibInspectChecksHessians: calib inspect --against refuses the statistics convert would

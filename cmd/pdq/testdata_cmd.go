@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"pdq/internal/synth"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 func init() { commands = append(commands, newTestdataCmd) }

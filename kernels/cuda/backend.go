@@ -22,10 +22,10 @@ import (
 
 	"gorgonia.org/cu"
 
+	"pdq/internal/floatcodec"
 	"pdq/kernels"
 	"pdq/kernels/cuda/host"
 	"pdq/kernels/cuda/libcuda"
-	"pdq/safetensors"
 )
 
 // Slots is the number of calls a Backend runs at once, each on its own pair of streams.
@@ -151,7 +151,7 @@ func New(ordinal int) (b *Backend, err error) {
 	}
 	var table [256]float32
 	for i := range table {
-		table[i] = safetensors.F8E4M3ToFloat32(uint8(i))
+		table[i] = floatcodec.F8E4M3ToFloat32(uint8(i))
 	}
 	if b.e4m3, err = cu.MemAlloc(int64(len(table) * 4)); err != nil {
 		return nil, fmt.Errorf("cuda: allocate the e4m3 table: %w", err)

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"pdq/safetensors"
+	"pdq/internal/floatcodec"
 )
 
 // Synthetic weights shaped like real checkpoints: N(0, 0.02) BF16, FP8 e4m3 with one scale per
@@ -26,7 +26,7 @@ func normals(n int, seed uint64) []float32 {
 func bf16Normal(n int, seed uint64) []byte {
 	b := make([]byte, 2*n)
 	for i, v := range normals(n, seed) {
-		binary.LittleEndian.PutUint16(b[2*i:], safetensors.Float32ToBF16(v))
+		binary.LittleEndian.PutUint16(b[2*i:], floatcodec.Float32ToBF16(v))
 	}
 	return b
 }
@@ -46,7 +46,7 @@ func fp8Normal(n int, seed uint64) []byte {
 		blk := x[o:min(n, o+16384)]
 		s := absmax(blk) / 448
 		for i, v := range blk {
-			b[o+i] = safetensors.Float32ToF8E4M3(v / s)
+			b[o+i] = floatcodec.Float32ToF8E4M3(v / s)
 		}
 	}
 	return b

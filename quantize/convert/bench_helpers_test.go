@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"pdq/internal/synth"
+	"pdq/synth"
 )
 
 // BenchSource returns the checkpoint the pipeline benchmarks read: PDQ_BENCH_SOURCE, or a

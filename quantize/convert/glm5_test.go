@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // TestPlanGLM5HeaderOnly plans a full-size GLM-5-FP8 layout from headers only (sparse shard files

@@ -12,11 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/report"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // root holds the checkpoints and outputs shared by several tests of one test binary run.

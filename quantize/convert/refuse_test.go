@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"pdq/internal/synth"
 	"pdq/quantize"
 	"pdq/quantize/convert"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // smallSource is a two-layer GLM-4-style checkpoint whose experts have 192 intermediate

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"pdq/internal/fsutil"
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // resumeOptions plan the resume and cancellation tests: small output shards, so that a run is

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // convertTiny generates a tiny checkpoint and converts it, returning source and output dirs.

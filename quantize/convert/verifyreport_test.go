@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize/report"
+	"pdq/synth"
 )
 
 // TestVerifyChecksEveryGatedField: report.json rows changed in any field a gate or selection of

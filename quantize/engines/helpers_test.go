@@ -8,11 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/engines"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // planned is what a conversion would write, from headers only: the source and both outputs as

@@ -28,8 +28,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"pdq/internal/floatcodec"
 	"pdq/kernels/cuda/host"
-	"pdq/safetensors"
 )
 
 // Backend is the CUDA backend's host code on one emulated device. The zero value is not usable:
@@ -44,7 +44,7 @@ func New() *Backend {
 	r := &runner{}
 	var table [256]float32
 	for i := range table {
-		table[i] = safetensors.F8E4M3ToFloat32(uint8(i))
+		table[i] = floatcodec.F8E4M3ToFloat32(uint8(i))
 	}
 	r.table.ensure(len(table) * 4)
 	copy(r.table.bytes(len(table)*4), unsafe.Slice((*byte)(unsafe.Pointer(&table[0])), len(table)*4))

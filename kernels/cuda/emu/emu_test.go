@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"pdq/kernels/cuda/gptqparity"
 	"pdq/kernels/cuda/host"
 	"pdq/kernels/cuda/parity"
 )
 
 // TestParity runs the parity suite on the host-compiled CUDA kernels, on one emulated device
-// and on three served as one backend (calls dealt round the devices). The seed is fresh each
-// run and logged; PDQ_SEED=<n> repeats a run.
+// and on three served as one backend (calls dealt round the devices); the GPTQ cases, whose
+// specification is calib, run in calib/gptqparity. The seed is fresh each run and logged;
+// PDQ_SEED=<n> repeats a run.
 func TestParity(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("PDQ_SEED"), 10, 64); err == nil {
@@ -41,7 +41,7 @@ func TestParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), gptqparity.Cases(), host.WeightedCases()) {
+			for i, c := range slices.Concat(parity.ParityCases(), host.FusedCases(), host.WeightedCases()) {
 				t.Run(c.Name, func(t *testing.T) {
 					if err := c.Run(d, rand.New(rand.NewPCG(seed, uint64(i)))); err != nil {
 						t.Fatal(err)

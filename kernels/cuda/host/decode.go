@@ -5,21 +5,21 @@ package host
 import (
 	"fmt"
 
-	"pdq/safetensors"
+	"pdq/kernels"
 )
 
 // DecodeDense decodes little-endian BF16 or F16 elements of src into dst on the GPU, with the
-// exact results of safetensors.DecodeFloat32 (NaN payloads included). F32 is a plain copy and
-// stays on the host.
-func (o Ops) DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
+// exact results of kernels.DecodeDense (NaN payloads included). F32 is a plain copy and stays
+// on the host; other types are refused as kernels.DecodeDense refuses them.
+func (o Ops) DecodeDense(dst []float32, src []byte, dt kernels.DType) error {
 	var k Kernel
 	switch dt {
-	case safetensors.BF16:
+	case kernels.BF16:
 		k = DecodeBF16
-	case safetensors.F16:
+	case kernels.F16:
 		k = DecodeF16
 	default:
-		return safetensors.DecodeFloat32(dst, src, dt)
+		return kernels.DecodeDense(dst, src, dt)
 	}
 	if len(src) != 2*len(dst) {
 		return fmt.Errorf("cuda: decode %s: %d bytes for %d elements", dt, len(src), len(dst))

@@ -7,7 +7,6 @@ import (
 	"math"
 
 	"pdq/kernels"
-	"pdq/safetensors"
 )
 
 // fusedLayout is where one chunk's data lies. Input: the source bytes, the FP8 source scales,
@@ -32,12 +31,12 @@ func fusedOut(s *FusedSource, h, s0, s1, ncand, g int) fusedLayout {
 	l.br = ceilDiv(h, fp8B)
 	l.k = ceilDiv(l.m, ErrChunk)
 	raw := 2 * l.m
-	if s.DType == safetensors.F8E4M3 {
+	if s.DType == kernels.F8E4M3 {
 		raw = l.m
 	}
 	l.srcScale = roundUp(raw, 8)
 	l.cand = l.srcScale
-	if s.DType == safetensors.F8E4M3 {
+	if s.DType == kernels.F8E4M3 {
 		l.cand += roundUp(4*(s1-s0)*ceilDiv(cols, s.BW), 8)
 	}
 	l.weights = l.cand + 4*ncand
@@ -79,13 +78,13 @@ func (o Ops) Fused(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int
 	}
 	bc := ceilDiv(cols, fp8B)
 	sc := 0
-	if s.DType == safetensors.F8E4M3 {
+	if s.DType == kernels.F8E4M3 {
 		sc = ceilDiv(cols, s.BW)
 	}
 	cr := rowsPerChunk(rows, 4*cols, fp8B)
 	span := func(i int) (r0, r1, s0, s1 int) {
 		r0, r1 = i*cr, min(rows, (i+1)*cr)
-		if s.DType == safetensors.F8E4M3 {
+		if s.DType == kernels.F8E4M3 {
 			s0, s1 = r0/s.BH, (r1-1)/s.BH+1
 		}
 		return
@@ -107,7 +106,7 @@ func (o Ops) Fused(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int
 		Stage: func(i int, in []byte) {
 			r0, r1, s0, s1 := span(i)
 			l := layout(i)
-			if s.DType == safetensors.F8E4M3 {
+			if s.DType == kernels.F8E4M3 {
 				copy(in, s.Raw[r0*cols:r1*cols])
 				copy(in[l.srcScale:], f32Bytes(s.Scale[s0*sc:s1*sc]))
 			} else {
@@ -133,9 +132,9 @@ func (o Ops) Fused(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int
 			}
 			// Decode the source into vals.
 			switch s.DType {
-			case safetensors.BF16:
+			case kernels.BF16:
 				launch(DecodeBF16, o.R.Grid(l.m, threads), 1, threads, at(l.vals), din, m)
-			case safetensors.F16:
+			case kernels.F16:
 				launch(DecodeF16, o.R.Grid(l.m, threads), 1, threads, at(l.vals), din, m)
 			default:
 				launch(DequantFP8, min(ceilDiv(cols, threads), 64), min(h, 65535), threads,

@@ -10,9 +10,9 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"pdq/internal/floatcodec"
 	"pdq/kernels"
 	"pdq/kernels/cuda/parity"
-	"pdq/safetensors"
 )
 
 // Fuser is a backend with the fused pass (Ops, Pool and the backends built on them).
@@ -107,7 +107,7 @@ func FusedCases() []parity.ParityCase {
 			return err
 		}
 		s := fusedSource(rng, srcBF16, 4500, 1024)
-		binary.LittleEndian.PutUint16(s.Raw[2*(4400*1024+17):], safetensors.Float32ToBF16(3))
+		binary.LittleEndian.PutUint16(s.Raw[2*(4400*1024+17):], floatcodec.Float32ToBF16(3))
 		return fusedParity(f, s, &p, 1<<40)
 	})
 	add("shape", func(f Fuser, rng *rand.Rand) error {
@@ -116,7 +116,7 @@ func FusedCases() []parity.ParityCase {
 			return err
 		}
 		s := fusedSource(rng, srcBF16, 4, 64)
-		s.DType = safetensors.F32
+		s.DType = kernels.F32
 		out := newFusedOut(4, 64, 32)
 		if err := f.Fused(&out, s, &p, 0); !errors.Is(err, ErrFusedSource) {
 			return fmt.Errorf("an F32 source: %v, want ErrFusedSource", err)
@@ -145,20 +145,20 @@ func fusedSource(rng *rand.Rand, k fusedKind, rows, cols int) FusedSource {
 			x[r*cols+c] = float32(v)
 		}
 	}
-	s := FusedSource{DType: safetensors.BF16, Rows: rows, Cols: cols}
+	s := FusedSource{DType: kernels.BF16, Rows: rows, Cols: cols}
 	switch k {
 	case srcBF16, srcF16:
 		s.Raw = make([]byte, 2*len(x))
 		for i, v := range x {
-			h := safetensors.Float32ToBF16(v)
+			h := floatcodec.Float32ToBF16(v)
 			if k == srcF16 {
-				s.DType, h = safetensors.F16, safetensors.Float32ToF16(v)
+				s.DType, h = kernels.F16, floatcodec.Float32ToF16(v)
 			}
 			binary.LittleEndian.PutUint16(s.Raw[2*i:], h)
 		}
 		return s
 	}
-	s.DType = safetensors.F8E4M3
+	s.DType = kernels.F8E4M3
 	s.Raw = make([]byte, len(x))
 	switch k {
 	case srcFP8Blk:
@@ -188,15 +188,15 @@ func fusedSource(rng *rand.Rand, k fusedKind, rows, cols int) FusedSource {
 
 // plantRaw makes source element i non-finite.
 func plantRaw(rng *rand.Rand, s *FusedSource, i int) {
-	if s.DType == safetensors.F8E4M3 {
+	if s.DType == kernels.F8E4M3 {
 		s.Raw[i] = 0x7f | uint8(rng.IntN(2))<<7
 		return
 	}
 	bads := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	v := bads[rng.IntN(len(bads))]
-	h := safetensors.Float32ToBF16(v)
-	if s.DType == safetensors.F16 {
-		h = safetensors.Float32ToF16(v)
+	h := floatcodec.Float32ToBF16(v)
+	if s.DType == kernels.F16 {
+		h = floatcodec.Float32ToF16(v)
 	}
 	binary.LittleEndian.PutUint16(s.Raw[2*i:], h)
 }

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"pdq/internal/floatcodec"
 	"pdq/kernels"
-	"pdq/safetensors"
 )
 
 // ErrFusedSource reports a source the fused pass does not take (its dtype or its shapes).
@@ -15,10 +15,10 @@ var ErrFusedSource = errors.New("cuda: fused pass: unsupported source")
 
 // FusedSource is one slab of a weight as it is stored in the checkpoint.
 type FusedSource struct {
-	Raw        []byte            // Rows×Cols elements of DType, little-endian, row-major
-	DType      safetensors.DType // BF16, F16 or F8_E4M3
-	Scale      []float32         // F8_E4M3: ceil(Rows/BH)×ceil(Cols/BW) multipliers, row-major
-	BH, BW     int               // F8_E4M3: the scale's block: 128×128, 1×Cols (channel), Rows×Cols (tensor)
+	Raw        []byte        // Rows×Cols elements of DType, little-endian, row-major
+	DType      kernels.DType // BF16, F16 or F8E4M3
+	Scale      []float32     // F8_E4M3: ceil(Rows/BH)×ceil(Cols/BW) multipliers, row-major
+	BH, BW     int           // F8_E4M3: the scale's block: 128×128, 1×Cols (channel), Rows×Cols (tensor)
 	Rows, Cols int
 	// Weights, when set, holds one column weight per column (calibration E[x²]) and the INT4
 	// quantization is the weighted search (kernels.CPU.QuantizeInt4Weighted).
@@ -43,11 +43,11 @@ func (s *FusedSource) check(out *FusedOut, p *kernels.Int4Params) error {
 		return fmt.Errorf("%w: %d×%d in groups of %d", ErrFusedSource, s.Rows, s.Cols, g)
 	}
 	switch s.DType {
-	case safetensors.BF16, safetensors.F16:
+	case kernels.BF16, kernels.F16:
 		if len(s.Raw) != 2*n {
 			return fmt.Errorf("%w: %d bytes of %s for %d×%d", ErrFusedSource, len(s.Raw), s.DType, s.Rows, s.Cols)
 		}
-	case safetensors.F8E4M3:
+	case kernels.F8E4M3:
 		if len(s.Raw) != n || s.BH <= 0 || s.BW <= 0 || len(s.Scale) != ceilDiv(s.Rows, s.BH)*ceilDiv(s.Cols, s.BW) {
 			return fmt.Errorf("%w: FP8 %d×%d with %d scales of %d×%d blocks", ErrFusedSource, s.Rows, s.Cols, len(s.Scale), s.BH, s.BW)
 		}
@@ -64,13 +64,13 @@ func (s *FusedSource) check(out *FusedOut, p *kernels.Int4Params) error {
 	return nil
 }
 
-// decode returns the source's float32 values as the CPU decodes them (quantize.DecodeDense,
-// DecodeFP8Channel, DecodeFP8BlockOn).
+// decode returns the source's float32 values as the CPU decodes them (kernels.DecodeDense, as
+// quantize.DecodeDense; FP8 as quantize.DecodeFP8Channel and DecodeFP8BlockOn).
 func (s *FusedSource) decode(dst []float32) error {
-	if s.DType == safetensors.F8E4M3 {
+	if s.DType == kernels.F8E4M3 {
 		return kernels.CPU{}.DequantizeFP8Block(dst, s.Raw, s.Scale, s.Rows, s.Cols, s.BH, s.BW)
 	}
-	return safetensors.DecodeFloat32(dst, s.Raw, s.DType)
+	return kernels.DecodeDense(dst, s.Raw, s.DType)
 }
 
 // FusedCPU is the specification of the fused pass, on the CPU: decode the source, quantize it
@@ -98,7 +98,7 @@ func FusedCPU(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int64) e
 	deq := make([]float32, n)
 	scales := make([]float32, len(out.Int4.Stats))
 	for i := range scales {
-		scales[i] = safetensors.BF16ToFloat32(uint16(out.Int4.Scales[2*i]) | uint16(out.Int4.Scales[2*i+1])<<8)
+		scales[i] = floatcodec.BF16ToFloat32(uint16(out.Int4.Scales[2*i]) | uint16(out.Int4.Scales[2*i+1])<<8)
 	}
 	if err := cpu.DequantizeInt4(deq, out.Int4.Packed, scales, s.Rows, s.Cols, p.GroupSize); err != nil {
 		return err
@@ -117,12 +117,12 @@ func FusedCPU(out *FusedOut, s FusedSource, p *kernels.Int4Params, base int64) e
 // value returns source element idx decoded, for a non-finite report.
 func (s *FusedSource) value(idx int64) float32 {
 	var v [1]float32
-	if s.DType == safetensors.F8E4M3 {
+	if s.DType == kernels.F8E4M3 {
 		r, c := int(idx)/s.Cols, int(idx)%s.Cols
 		sc := s.Scale[r/s.BH*ceilDiv(s.Cols, s.BW)+c/s.BW]
 		_ = kernels.CPU{}.DequantizeFP8Block(v[:], s.Raw[idx:idx+1], []float32{sc}, 1, 1, 1, 1)
 		return v[0]
 	}
-	_ = safetensors.DecodeFloat32(v[:], s.Raw[2*idx:2*idx+2], s.DType)
+	_ = kernels.DecodeDense(v[:], s.Raw[2*idx:2*idx+2], s.DType)
 	return v[0]
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"pdq/kernels"
-	"pdq/safetensors"
 )
 
 // ErrNoDevices reports a Pool built from no devices.
@@ -101,7 +100,7 @@ func (p *Pool) ErrorSumsChunked(ref, got []float32, base int64) (s kernels.ErrSu
 }
 
 // DecodeDense is Ops.DecodeDense on one of the devices.
-func (p *Pool) DecodeDense(dst []float32, src []byte, dt safetensors.DType) (err error) {
+func (p *Pool) DecodeDense(dst []float32, src []byte, dt kernels.DType) (err error) {
 	p.on(func(o Ops) { err = o.DecodeDense(dst, src, dt) })
 	return err
 }

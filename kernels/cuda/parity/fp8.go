@@ -8,8 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"pdq/internal/floatcodec"
 	"pdq/kernels"
-	"pdq/safetensors"
 )
 
 func fp8Cases() []ParityCase {
@@ -72,7 +72,7 @@ func fp8Edges(b Backend, rng *rand.Rand) error {
 	set(0, 2, func(r, c int) float32 {
 		// Midpoints between neighbouring e4m3 values once divided by the scale (absmax 448 → 1).
 		k := rng.IntN(0x7e)
-		lo, hi := safetensors.F8E4M3ToFloat32(uint8(k)), safetensors.F8E4M3ToFloat32(uint8(k+1))
+		lo, hi := floatcodec.F8E4M3ToFloat32(uint8(k)), floatcodec.F8E4M3ToFloat32(uint8(k+1))
 		if r == 0 && c == 2*kernels.FP8Block {
 			return 448
 		}

@@ -8,15 +8,15 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"pdq/internal/floatcodec"
 	"pdq/kernels"
-	"pdq/safetensors"
 )
 
 func otherCases() []ParityCase {
 	cs := []ParityCase{
 		{Name: "dequant-int4", Run: dequantInt4Parity},
-		{Name: "decode/bf16", Run: func(b Backend, rng *rand.Rand) error { return decodeParity(b, rng, safetensors.BF16) }},
-		{Name: "decode/f16", Run: func(b Backend, rng *rand.Rand) error { return decodeParity(b, rng, safetensors.F16) }},
+		{Name: "decode/bf16", Run: func(b Backend, rng *rand.Rand) error { return decodeParity(b, rng, kernels.BF16) }},
+		{Name: "decode/f16", Run: func(b Backend, rng *rand.Rand) error { return decodeParity(b, rng, kernels.F16) }},
 		{Name: "error-sums", Run: errSumsParity},
 		{Name: "concurrent-int4", Run: concurrentParity},
 	}
@@ -47,7 +47,7 @@ func randScales(rng *rand.Rand, n int) []float32 {
 		v := float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(40)-30))
 		switch rng.IntN(4) {
 		case 0:
-			v = safetensors.RoundBF16(v)
+			v = floatcodec.RoundBF16(v)
 		case 1:
 			v = 0
 		}
@@ -90,7 +90,7 @@ func dequantFP8Parity(b Backend, rng *rand.Rand, rows, cols, bh, bw int) error {
 	return diffBytes("fp8 values", F32Bytes(want), F32Bytes(got))
 }
 
-func decodeParity(b Backend, rng *rand.Rand, dt safetensors.DType) error {
+func decodeParity(b Backend, rng *rand.Rand, dt kernels.DType) error {
 	n := 5<<20 + 3 // two chunks and a ragged end
 	src := make([]byte, 2*n)
 	for i := range src {
@@ -100,10 +100,10 @@ func decodeParity(b Backend, rng *rand.Rand, dt safetensors.DType) error {
 		src[2*i], src[2*i+1] = byte(i), byte(i>>8)
 	}
 	want, got := poisonF32(n), poisonF32(n)
-	if err := sameErr(safetensors.DecodeFloat32(want, src, dt), b.DecodeDense(got, src, dt)); err != nil {
+	if err := sameErr(kernels.DecodeDense(want, src, dt), b.DecodeDense(got, src, dt)); err != nil {
 		return err
 	}
-	return diffBytes(string(dt)+" values", F32Bytes(want), F32Bytes(got))
+	return diffBytes(dt.String()+" values", F32Bytes(want), F32Bytes(got))
 }
 
 // errSumsParity: ErrorSums is the CPU's; ErrorSumsChunked stays within its bound with the
@@ -113,7 +113,7 @@ func errSumsParity(b Backend, rng *rand.Rand) error {
 		ref := fill(rng, n, distHeavy)
 		got := make([]float32, n)
 		for i, v := range ref {
-			got[i] = safetensors.RoundBF16(v)
+			got[i] = floatcodec.RoundBF16(v)
 		}
 		if n > 300 {
 			got[n/3] += 1 // a tie for the maximum would be ambiguous; make one clear winner,

@@ -15,14 +15,13 @@ import (
 	"unsafe"
 
 	"pdq/kernels"
-	"pdq/safetensors"
 )
 
 // Backend is what the suite checks: the kernels.Backend methods plus the GPU's extras.
 type Backend interface {
 	kernels.Backend
-	// DecodeDense decodes BF16 or F16 source bytes like safetensors.DecodeFloat32.
-	DecodeDense(dst []float32, src []byte, dt safetensors.DType) error
+	// DecodeDense decodes BF16 or F16 source bytes like kernels.DecodeDense.
+	DecodeDense(dst []float32, src []byte, dt kernels.DType) error
 	// ErrorSumsChunked computes ErrorSums with chunked partial sums (see ErrSumsBound).
 	ErrorSumsChunked(ref, got []float32, base int64) (kernels.ErrSums, error)
 }

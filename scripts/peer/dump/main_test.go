@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize/convert"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // TestDump checks the dump of a tiny checkpoint against the source bytes decoded here by hand:

@@ -1,8 +1,9 @@
 //go:build cuda || cudaemu
 
 // Package gptqparity holds the parity cases of GPTQ on a device: calib's CPU factorization and
-// column loop are their specification, so they sit above calib in the layers, apart from the
-// device's host code.
+// column loop are their specification, so they live beside calib, above the kernels, whose
+// packages import nothing of the pipeline. Its tests run them on the emulated device (make
+// test-cuda-emu).
 package gptqparity
 
 import (
@@ -15,8 +16,8 @@ import (
 	"slices"
 
 	"pdq/calib"
+	"pdq/internal/floatcodec"
 	"pdq/kernels/cuda/parity"
-	"pdq/safetensors"
 )
 
 // Cases returns the parity cases of GPTQ on the device: calib.Factorize and
@@ -137,7 +138,7 @@ func gptqParity(dev calib.Device, h []float64, k, rows, g int, o calib.GPTQOptio
 			for _, v := range grp {
 				m = max(m, float32(math.Abs(float64(v))))
 			}
-			scales[r*ng+q] = safetensors.RoundBF16(m / 7 * 0.8) // some levels clip
+			scales[r*ng+q] = floatcodec.RoundBF16(m / 7 * 0.8) // some levels clip
 		}
 	}
 	pw, pg := make([]byte, rows*k/2), make([]byte, rows*k/2)

@@ -111,7 +111,7 @@ func TestSized(t *testing.T) {
 
 // TestFromConfig lays out GLM-5 from its real config and checks the parameter count.
 func TestFromConfig(t *testing.T) {
-	m, err := FromConfigFile("../../testdata/configs/glm-5.json")
+	m, err := FromConfigFile("../testdata/configs/glm-5.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestFromConfig(t *testing.T) {
 // (GlmMoeDsaForCausalLM, the DSA fields, its context length), with the overridden dimensions, so
 // the engines' GLM-5 path is the one the tests exercise.
 func TestConfigKeepsSource(t *testing.T) {
-	m, err := FromConfigFile("../../testdata/configs/glm-5.json")
+	m, err := FromConfigFile("../testdata/configs/glm-5.json")
 	if err != nil {
 		t.Fatal(err)
 	}
