@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"pdq/internal/floatcodec"
 )
 
 // Style names a family of tensor naming and attention layout.
@@ -188,7 +190,7 @@ func (m Model) ConfigJSON(fp8 bool) ([]byte, error) {
 	}
 	if fp8 {
 		c["quantization_config"] = map[string]any{
-			"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": []int{128, 128},
+			"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": []int{floatcodec.FP8Block, floatcodec.FP8Block},
 		}
 	}
 	return json.MarshalIndent(c, "", "  ")

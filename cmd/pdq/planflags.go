@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -71,11 +72,10 @@ func (f *planFlags) check() error {
 	if strings.EqualFold(strings.TrimSpace(f.method), "gptq") {
 		return usagef("--method gptq: GPTQ needs calibration statistics: give --calib FILE --calib-method gptq (--method picks the scale search, mse or rtn)")
 	}
-	switch f.groupSize {
-	case 0, 32, 64, 128:
+	if f.groupSize >= 0 && quantize.CheckGroupSize(f.groupSize) == nil { // 0 is per channel here
 		return nil
 	}
-	return usagef("--group-size %d: want 32, 64 or 128, or 0 for one scale per output channel", f.groupSize)
+	return usagef("--group-size %d: want %s, or 0 for one scale per output channel", f.groupSize, orList(quantize.GroupSizes))
 }
 
 // showRawDefault moves a string flag's default into its usage text as typed on a command line:
@@ -164,4 +164,16 @@ func groupOption(g int) int {
 		return convert.PerChannel
 	}
 	return g
+}
+
+// orList writes ns as a person would: "32, 64 or 128".
+func orList(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

@@ -90,6 +90,7 @@ func TestHelpText(t *testing.T) {
 		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "d"), "--vocab", "-3"}, "--vocab -3: want at least 1"},
 		{[]string{"testdata", "gen", "--out", filepath.Join(dir, "c"), "--config", "glm-5.json"}, "testdata/configs"},
 		{[]string{"plan", dir, "--group-size", "48"}, "--group-size 48: want 32, 64 or 128, or 0 for one scale per output channel"},
+		{[]string{"plan", dir, "--group-size", "-1"}, "--group-size -1: want 32, 64 or 128, or 0 for one scale per output channel"}, // per channel is 0 on the command line
 	} {
 		_, code, err := runPDQ(t, tc.args...)
 		if code == 0 || err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"pdq/internal/floatcodec"
 	"pdq/safetensors"
 )
 
@@ -114,7 +115,7 @@ func Detect(ts []*safetensors.Tensor, cfg map[string]any) Detected {
 		}
 	}
 	if d.Layout == LayoutFP8Block && d.BlockSize == nil {
-		d.BlockSize = []int{128, 128}
+		d.BlockSize = []int{floatcodec.FP8Block, floatcodec.FP8Block}
 	}
 	return d
 }
