@@ -25,19 +25,26 @@ func DecodeDense(dst []float32, src []byte, dt safetensors.DType) error {
 	return decodeFloat32(dst, src, dt)
 }
 
-// decodeFloat32 is safetensors.DecodeFloat32 with BF16 and F16, the dtypes dense checkpoints
-// hold, decoded in vectors (kernels.DecodeBF16 and kernels.DecodeF16, the same bits).
+// decodeFloat32 is safetensors.DecodeFloat32 with the dtypes dense checkpoints hold (BF16, F16,
+// F32) decoded by kernels.DecodeDense (BF16 and F16 in vectors, the same bits).
 func decodeFloat32(dst []float32, src []byte, dt safetensors.DType) error {
-	switch {
-	case len(src) != 2*len(dst):
-	case dt == safetensors.BF16:
-		kernels.DecodeBF16(dst, src)
-		return nil
-	case dt == safetensors.F16:
-		kernels.DecodeF16(dst, src)
-		return nil
+	if kt := kernelType(dt); kt != 0 && len(src) == len(dst)*kt.Size() {
+		return kernels.DecodeDense(dst, src, kt)
 	}
 	return safetensors.DecodeFloat32(dst, src, dt)
+}
+
+// kernelType names a dense dtype of the format as the kernels do (0 for the others).
+func kernelType(dt safetensors.DType) kernels.DType {
+	switch dt {
+	case safetensors.BF16:
+		return kernels.BF16
+	case safetensors.F16:
+		return kernels.F16
+	case safetensors.F32:
+		return kernels.F32
+	}
+	return 0
 }
 
 // FP8BlockSize infers the block size of an FP8-block weight of rows×cols from the shape of its
