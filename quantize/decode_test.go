@@ -2,7 +2,9 @@ package quantize
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"pdq/safetensors"
@@ -129,6 +131,29 @@ func TestCheckUE8M0(t *testing.T) {
 	for _, v := range []float32{0, -1, 3, 1.5, 0x1p-128, float32(math.Inf(1)), float32(math.NaN()), 0.75} {
 		if err := CheckUE8M0([]float32{1, v}); !errors.Is(err, ErrBadScale) {
 			t.Errorf("%v accepted: %v", v, err)
+		}
+	}
+}
+
+// BenchmarkDecodeDense decodes a source slab of 4 Mi weights (the conversion's slab) and the
+// 256-value pieces a finiteness check decodes, per dense dtype.
+func BenchmarkDecodeDense(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, dt := range []safetensors.DType{safetensors.BF16, safetensors.F16, safetensors.F32} {
+		for _, n := range []int{256, 4 << 20} {
+			src := make([]byte, n*dt.Bits()/8)
+			for i := range src {
+				src[i] = byte(rng.Uint32() & 0x3f) // finite values of every dtype
+			}
+			dst := make([]float32, n)
+			b.Run(fmt.Sprintf("%s/%d", dt, n), func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					if err := DecodeDense(dst, src, dt); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
