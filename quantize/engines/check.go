@@ -20,6 +20,9 @@ type Tensor struct {
 type Input struct {
 	Config  map[string]any
 	Tensors []Tensor
+	// GlobalScales holds the values of the F32 weight_global_scale tensors (NVFP4), by tensor
+	// name, for the rules that compare them; nil when not read (those rules are then skipped).
+	GlobalScales map[string]float32
 }
 
 // Options describe the server that loads the checkpoint.
@@ -28,6 +31,9 @@ type Options struct {
 	TP int
 	// Flags are launch flags the server gets; a finding that a flag resolves is then met.
 	Flags []string
+	// SM is the compute capability of the server's GPUs (90 for H100/H200, ParseGPU); 0 leaves
+	// the GPU rules out (Result.ExpertFormat and SupportTable then say which GPUs load it).
+	SM int
 }
 
 // Finding is one module an engine would refuse or mis-load, or a launch flag it needs.
@@ -62,6 +68,9 @@ type Result struct {
 	Flags []Finding `json:"flags,omitempty"`
 	// Modules is how many engine modules were checked.
 	Modules int `json:"modules"`
+	// ExpertFormat is the routed experts' format in a compressed-tensors checkpoint ("" when
+	// the checkpoint has none), the row of the format × engine × GPU table that applies.
+	ExpertFormat Format `json:"expert_format,omitempty"`
 }
 
 // OK reports a checkpoint the engine loads as written (with Flags passed).
@@ -86,6 +95,7 @@ type checker struct {
 	arch   string
 	cfg    map[string]any
 	o      Options
+	in     Input
 	byName map[string]Tensor
 	res    *Result
 }
@@ -97,7 +107,7 @@ func (c *checker) problem(module, rule string, src Source, format string, args .
 
 // Check applies engine e's loading rules to a checkpoint.
 func Check(e Engine, in Input, o Options) *Result {
-	c := &checker{e: e, cfg: in.Config, o: o, byName: map[string]Tensor{}, res: &Result{Engine: e}}
+	c := &checker{e: e, cfg: in.Config, o: o, in: in, byName: map[string]Tensor{}, res: &Result{Engine: e}}
 	for _, t := range in.Tensors {
 		c.byName[t.Name] = t
 	}
@@ -148,7 +158,7 @@ func (c *checker) plain(m string) (bool, string) {
 	switch {
 	case !ok:
 		if _, p := c.byName[m+".weight_packed"]; p {
-			return false, "holds INT4 weight_packed"
+			return false, "holds packed 4-bit weight_packed"
 		}
 		return false, "has no weight"
 	case w.DType == safetensors.F8E4M3:

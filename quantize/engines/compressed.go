@@ -10,8 +10,10 @@ import (
 // scheme is one config group of a compressed-tensors quantization_config.
 type scheme struct {
 	group     string
-	kind      string // "int4", "fp8-block" or "other"
-	format    string
+	kind      Format // what the group's weights and input_activations make (formatOf)
+	actorder  string
+	format    string // the group's format, else the top-level one
+	top       string // the top-level format
 	symmetric bool
 	strategy  string
 	groupSize int   // -1 for channel
@@ -32,12 +34,13 @@ func parseGroups(qc map[string]any) (targets []string, byTarget map[string]*sche
 	for _, g := range names {
 		gm, _ := groups[g].(map[string]any)
 		w, _ := gm["weights"].(map[string]any)
-		s := &scheme{group: g, kind: "other", format: top}
+		s := &scheme{group: g, format: top, top: top}
 		if f, ok := gm["format"].(string); ok && f != "" {
 			s.format = f
 		}
-		bits, _ := rules.IntOf(w["num_bits"])
-		typ, _ := w["type"].(string)
+		in, _ := gm["input_activations"].(map[string]any)
+		s.kind = formatOf(w, in)
+		s.actorder, _ = w["actorder"].(string)
 		s.symmetric, _ = w["symmetric"].(bool)
 		s.strategy, _ = w["strategy"].(string)
 		if gs, ok := rules.IntOf(w["group_size"]); ok {
@@ -50,12 +53,6 @@ func parseGroups(qc map[string]any) (targets []string, byTarget map[string]*sche
 				n, _ := rules.IntOf(v)
 				s.block = append(s.block, int(n))
 			}
-		}
-		switch {
-		case bits == 4 && typ == "int":
-			s.kind = "int4"
-		case bits == 8 && typ == "float" && s.strategy == "block" && len(s.block) == 2:
-			s.kind = "fp8-block"
 		}
 		ts, _ := gm["targets"].([]any)
 		for _, t := range ts {
@@ -146,7 +143,9 @@ func (c *checker) checkCompressed(qc map[string]any, mods []Module) {
 // checkSchemeTensors checks that checkpoint module p holds the tensors scheme s reads.
 func (c *checker) checkSchemeTensors(module, p string, s *scheme, target string, src Source) {
 	switch s.kind {
-	case "int4":
+	case FormatNVFP4, FormatNVFP4A4, FormatMXFP4:
+		c.checkFP4Tensors(module, p, s, target, src)
+	case FormatInt4, FormatW4AFP8:
 		pk, ok1 := c.byName[p+".weight_packed"]
 		sc, ok2 := c.byName[p+".weight_scale"]
 		_, ok3 := c.byName[p+".weight_shape"]
@@ -155,7 +154,7 @@ func (c *checker) checkSchemeTensors(module, p string, s *scheme, target string,
 			if ok, _ := c.plain(p); ok {
 				why = "holds a plain weight"
 			}
-			c.problem(module, "scheme-tensors", src, "not ignored, so it gets the INT4 scheme of %s (target %q), but %s %s: the load fails looking for weight_packed (add the module, as the engine names it, to the ignore list)", s.group, target, p, why)
+			c.problem(module, "scheme-tensors", src, "not ignored, so it gets the %s scheme of %s (target %q), but %s %s: the load fails looking for weight_packed (add the module, as the engine names it, to the ignore list)", s.kind, s.group, target, p, why)
 			return
 		}
 		if pk.DType != safetensors.I32 || len(pk.Shape) != 2 || len(sc.Shape) != 2 || sc.Shape[0] != pk.Shape[0] {
@@ -166,7 +165,7 @@ func (c *checker) checkSchemeTensors(module, p string, s *scheme, target string,
 		if s.groupSize > 0 && (k%int64(s.groupSize) != 0 || sc.Shape[1] != k/int64(s.groupSize)) {
 			c.problem(module, "scheme-tensors", src, "%s: weight_scale %v does not fit in features %d with group size %d", p, sc.Shape, k, s.groupSize)
 		}
-	case "fp8-block":
+	case FormatFP8Block:
 		w, ok1 := c.byName[p+".weight"]
 		sc, ok2 := c.byName[p+".weight_scale"]
 		if !ok1 || !ok2 || w.DType != safetensors.F8E4M3 || len(w.Shape) != 2 {

@@ -1,8 +1,11 @@
 package engines
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 
 	"pdq/quantize/rules"
 	"pdq/safetensors"
@@ -25,7 +28,31 @@ func Load(dir string) (Input, error) {
 		return Input{}, fmt.Errorf("engines: %w", err)
 	}
 	defer ck.Close()
-	return FromCheckpoint(ck, cfg), nil
+	in := FromCheckpoint(ck, cfg)
+	if in.GlobalScales, err = readGlobalScales(ck); err != nil {
+		return Input{}, fmt.Errorf("engines: %w", err)
+	}
+	return in, nil
+}
+
+// readGlobalScales reads every one-element F32 weight_global_scale tensor (NVFP4): four bytes
+// each, a few thousand reads for a whole model. nil when there is none.
+func readGlobalScales(ck *safetensors.Checkpoint) (map[string]float32, error) {
+	var out map[string]float32
+	var b [4]byte
+	for _, t := range ck.Tensors() {
+		if !strings.HasSuffix(t.Name, ".weight_global_scale") || t.DType != safetensors.F32 || t.ByteSize() != 4 {
+			continue
+		}
+		if err := ck.ReadTensor(t, b[:]); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]float32{}
+		}
+		out[t.Name] = math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
+	}
+	return out, nil
 }
 
 // FromCheckpoint is the Input of an open checkpoint with its config.

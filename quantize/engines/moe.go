@@ -32,11 +32,34 @@ func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*sche
 			s, target = byTarget[t], t
 		}
 	}
-	if s.kind != "int4" {
+	c.res.ExpertFormat = s.kind
+	switch s.kind {
+	case FormatInt4:
+		c.checkWNA16MoE(m, s)
+	case FormatW4AFP8:
+		c.checkW4AFP8MoE(m, s)
+		moeSrc = srcSGLW4AFP8MoE
+		if c.e == VLLM {
+			moeSrc = srcVLLMW4A8MoE
+		}
+	case FormatNVFP4, FormatNVFP4A4, FormatMXFP4:
+		c.checkFP4MoE(m, s)
+		moeSrc = c.fp4MoESource(s.kind)
+	default:
 		for _, p := range m.Parts {
 			c.checkSchemeTensors(m.Name, p, s, target, moeSrc)
 		}
 		return
+	}
+	c.checkGPU(m.Name, s.kind)
+	c.checkExperts(m, s, target, moeSrc)
+}
+
+// checkWNA16MoE: INT4 experts through the engines' WNA16 (Marlin) MoE methods.
+func (c *checker) checkWNA16MoE(m Module, s *scheme) {
+	moeSrc := srcSGLCTMoE
+	if c.e == VLLM {
+		moeSrc = srcVLLMMarlinMoE
 	}
 	if !s.symmetric {
 		c.problem(m.Name, "moe-symmetric", moeSrc, "INT4 experts with asymmetric weights: pdq's engines' WNA16 MoE path takes symmetric ones")
@@ -63,6 +86,11 @@ func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*sche
 			c.problem(m.Name, "moe-shape", srcVLLMMarlinMoE, "moe_intermediate_size %d / TP %d is not a multiple of max(64, group size) = %d (Marlin MoE)", inter, tp, q)
 		}
 	}
+}
+
+// checkExperts checks that every expert is present with its three projections, each holding the
+// tensors of scheme s.
+func (c *checker) checkExperts(m Module, s *scheme, target string, moeSrc Source) {
 	experts, parts := map[string]bool{}, map[string]bool{}
 	for _, p := range m.Parts {
 		parts[p] = true
