@@ -27,6 +27,7 @@ type verifyOptions struct {
 	region   string
 	engine   string // --engine: check DIR against the serving engines' loading rules
 	tp       int
+	gpu      string // --gpu: the serving GPU, for the formats' GPU rules
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -46,20 +47,23 @@ manifest: sizes and stored checksums where the store can answer, every byte with
 With --engine sglang|vllm|all and one DIR, verify applies the serving engines' loading rules
 (written from their source, cited in docs/SERVING.md) to config.json and the tensor headers:
 every module an engine would refuse or mis-load is named with the rule and its source, and the
-launch flags the checkpoint needs are listed.
+launch flags the checkpoint needs are listed. For the routed experts' format (INT4, NVFP4, MXFP4,
+W4AFP8) it prints which GPU generations each engine loads it on, or with --gpu refuses it where
+that GPU cannot.
 
 Exit status 1 when anything is wrong; every problem is listed.`,
 		Example: `  pdq verify /models/GLM-5-FP8 /data/glm5-pd/decode
   pdq verify /models/GLM-5-FP8 /data/glm5-pd/prefill --json
   pdq verify s3://models/glm5/v1/decode --deep
   pdq verify --engine sglang --tp 8 /data/glm5-pd          # both outputs, SGLang's rules
-  pdq verify --engine all /data/glm5-pd/decode --json`,
+  pdq verify --engine all /data/glm5-pd/decode --json
+  pdq verify --engine vllm --gpu h200 --tp 8 /data/k2-nvfp4/decode   # NVFP4 experts on Hopper`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.engine != "" {
 				if len(args) == 1 {
 					return nil
 				}
-				return usagef("verify --engine: want one checkpoint or output DIR\n\nUsage: pdq verify --engine sglang|vllm|all [--tp N] DIR")
+				return usagef("verify --engine: want one checkpoint or output DIR\n\nUsage: pdq verify --engine sglang|vllm|all [--tp N] [--gpu G] DIR")
 			}
 			if len(args) == 1 && isStoreURL(args[0]) || len(args) == 2 {
 				return nil
@@ -84,6 +88,7 @@ Exit status 1 when anything is wrong; every problem is listed.`,
 	fl.StringVar(&o.region, "region", "", "URL form: S3 region (default $AWS_REGION)")
 	fl.StringVar(&o.engine, "engine", "", "check DIR (a checkpoint, or a conversion's output directory) against the loading rules of sglang, vllm or all (see docs/SERVING.md)")
 	fl.IntVar(&o.tp, "tp", 0, "with --engine: tensor-parallel size of the MoE layers, for the kernels' shape rules")
+	fl.StringVar(&o.gpu, "gpu", "", "with --engine: the serving GPU (a100, h100, h200, b200, gb200, or sm80, sm90, sm100): refuse expert formats it cannot load (default: list every generation)")
 	return cmd
 }
 

@@ -47,11 +47,14 @@ type engineReport struct {
 	Dir string `json:"dir"`
 	*engines.Result
 	RequiredFlags []string `json:"required_flags"`
+	// GPUs is the format × engine × GPU table's row for the routed experts' format, one cell
+	// per generation (only the given GPU's with --gpu).
+	GPUs []engines.Support `json:"gpus,omitempty"`
 }
 
 // checkEngines applies the engines' rules to each checkpoint of dir. The launch flags a
 // checkpoint needs are listed, not counted as problems.
-func checkEngines(dir string, es []engines.Engine, tp int) ([]engineReport, error) {
+func checkEngines(dir string, es []engines.Engine, tp, sm int) ([]engineReport, error) {
 	var out []engineReport
 	for _, d := range engineDirs(dir) {
 		in, err := engines.Load(d)
@@ -59,10 +62,16 @@ func checkEngines(dir string, es []engines.Engine, tp int) ([]engineReport, erro
 			return nil, err
 		}
 		for _, e := range es {
-			r := engines.Check(e, in, engines.Options{TP: tp})
+			r := engines.Check(e, in, engines.Options{TP: tp, SM: sm})
 			flags := r.RequiredFlags()
-			r = engines.Check(e, in, engines.Options{TP: tp, Flags: flags})
-			out = append(out, engineReport{Dir: d, Result: r, RequiredFlags: append([]string{}, flags...)})
+			r = engines.Check(e, in, engines.Options{TP: tp, SM: sm, Flags: flags})
+			rep := engineReport{Dir: d, Result: r, RequiredFlags: append([]string{}, flags...)}
+			for _, s := range engines.SupportTable(r.ExpertFormat) {
+				if s.Engine == e && (sm == 0 || s.MinSM == sm) {
+					rep.GPUs = append(rep.GPUs, s)
+				}
+			}
+			out = append(out, rep)
 		}
 	}
 	return out, nil
@@ -77,7 +86,15 @@ func runVerifyEngine(w io.Writer, dir string, o verifyOptions) error {
 	if o.tp < 0 {
 		return usagef("verify: --tp %d: want a tensor-parallel size of 1 or more", o.tp)
 	}
-	reps, err := checkEngines(dir, es, o.tp)
+	sm := 0
+	if o.gpu != "" {
+		g, err := engines.ParseGPU(o.gpu)
+		if err != nil {
+			return usagef("verify: --gpu %q: want a100, h100, h200, b200, gb200, or sm80, sm90, sm100 (the generations pdq has the engines' rules for)", o.gpu)
+		}
+		sm = g.SM
+	}
+	reps, err := checkEngines(dir, es, o.tp, sm)
 	if err != nil {
 		return err
 	}
@@ -101,6 +118,7 @@ func runVerifyEngine(w io.Writer, dir string, o verifyOptions) error {
 			for _, f := range r.Flags {
 				fmt.Fprintf(w, "  needs %s: %s [%s]\n", f.Flag, f.Problem, f.Source)
 			}
+			printGPUs(w, r.ExpertFormat, r.GPUs)
 			for _, p := range r.Problems {
 				fmt.Fprintln(w, "  PROBLEM:", p)
 			}
@@ -115,7 +133,7 @@ func runVerifyEngine(w io.Writer, dir string, o verifyOptions) error {
 // warnEngines checks a finished conversion against both engines' rules and writes what each
 // would refuse, and the launch flags it needs, as warnings.
 func warnEngines(errw io.Writer, dir string) {
-	reps, err := checkEngines(dir, engines.Engines, 0)
+	reps, err := checkEngines(dir, engines.Engines, 0, 0)
 	if err != nil {
 		fmt.Fprintf(errw, "warning: engine check skipped: %v\n", err)
 		return
@@ -135,4 +153,24 @@ func warnEngines(errw io.Writer, dir string) {
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
+}
+
+// printGPUs writes, for the routed experts' format, on which GPU generations the engine loads it
+// and through what.
+func printGPUs(w io.Writer, f engines.Format, cells []engines.Support) {
+	if len(cells) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  routed experts %s:\n", f)
+	for _, s := range cells {
+		g, _ := engines.ParseGPU(fmt.Sprint(s.MinSM))
+		verdict := "loads"
+		if !s.Loads {
+			verdict = "does NOT load"
+		}
+		fmt.Fprintf(w, "    %s: %s: %s [%s]\n", g, verdict, s.Path, s.Source)
+		if s.Note != "" {
+			fmt.Fprintf(w, "      note: %s\n", s.Note)
+		}
+	}
 }

@@ -100,3 +100,53 @@ func TestVerifyEngineNoConfig(t *testing.T) {
 		t.Errorf("exit %d, %v", code, err)
 	}
 }
+
+// TestVerifyEngineGPU: a decode output whose experts are W4AFP8 (INT4 g128 with FP8 inputs in the
+// config) loads in SGLang on Hopper and is refused on Blackwell with --gpu, the rule named; without
+// --gpu each generation is listed; an unknown GPU is a usage error.
+func TestVerifyEngineGPU(t *testing.T) {
+	dir := t.TempDir()
+	src, out := filepath.Join(dir, "src"), filepath.Join(dir, "out")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--fp8", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	if _, code, err := runPDQ(t, "convert", src, "--out", out, "--only", "decode", "--group-size", "128", "-q"); code != 0 {
+		t.Fatal(err)
+	}
+	dec := filepath.Join(out, "decode")
+	stdout, code, err := runPDQ(t, "verify", "--engine", "sglang", dec)
+	if code != 0 || !strings.Contains(stdout, "routed experts int4") || !strings.Contains(stdout, "Blackwell SM100 (B200, GB200): loads") {
+		t.Fatalf("INT4: exit %d, %v\n%s", code, err, stdout)
+	}
+	cfgPath := filepath.Join(dec, "config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range cfg["quantization_config"].(map[string]any)["config_groups"].(map[string]any) {
+		g := g.(map[string]any)
+		if w := g["weights"].(map[string]any); w["type"] == "int" {
+			g["input_activations"] = map[string]any{"num_bits": 8, "type": "float", "symmetric": true, "strategy": "token", "dynamic": true}
+		}
+	}
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, code, _ := runPDQ(t, "verify", "--engine", "sglang", "--gpu", "h200", dec); code != 0 || !strings.Contains(stdout, "routed experts w4afp8") {
+		t.Errorf("W4AFP8 on H200: exit %d\n%s", code, stdout)
+	}
+	stdout, code, _ = runPDQ(t, "verify", "--engine", "sglang", "--gpu", "b200", dec)
+	if code != 1 || !strings.Contains(stdout, "rule gpu") || !strings.Contains(stdout, "loads on Hopper SM90") {
+		t.Errorf("W4AFP8 on B200: exit %d, want 1 naming the gpu rule\n%s", code, stdout)
+	}
+	if _, code, _ := runPDQ(t, "verify", "--engine", "sglang", "--gpu", "v100", dec); code != exitUsage {
+		t.Errorf("--gpu v100: exit %d, want usage", code)
+	}
+}
