@@ -2,8 +2,10 @@ package serving
 
 import (
 	"fmt"
+	"strconv"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/engines"
 	"pdq/safetensors"
 )
 
@@ -137,4 +139,52 @@ func DecodeTensorsAs(p *convert.Plan, f convert.DecodeFormat, int4Group int) ([]
 		}
 	}
 	return out, nil
+}
+
+// EngineFormat is decode format f as the engines' rules name the routed experts' format.
+func EngineFormat(f convert.DecodeFormat) engines.Format {
+	switch f {
+	case convert.DecodeNVFP4:
+		return engines.FormatNVFP4
+	case convert.DecodeMXFP4:
+		return engines.FormatMXFP4
+	case convert.DecodeW4AFP8:
+		return engines.FormatW4AFP8
+	}
+	return engines.FormatInt4
+}
+
+// FormatGPUs is the format × engine × GPU table's row for routed experts in decode format f: per
+// engine and GPU generation, whether it loads them and through which kernel (docs/SERVING.md,
+// "Decode formats and GPUs").
+func FormatGPUs(f convert.DecodeFormat) []engines.Support {
+	return engines.SupportTable(EngineFormat(f))
+}
+
+// FormatWidthProblems names the expert widths per rank that engine e's MoE kernels reject for
+// routed experts in decode format f, beyond INT4's (ExpertWidthProblems): the FP4 Marlin MoE
+// kernel of the NVFP4 and MXFP4 weight-only paths needs moe_intermediate_size / (TP/EP) to be a
+// multiple of 64, vLLM's CUTLASS W4A8 MoE (W4AFP8) a multiple of 256 (docs/SERVING.md).
+func (m Model) FormatWidthProblems(p Parallel, f convert.DecodeFormat, e Engine) []string {
+	moeTP := p.TP / p.EP
+	if m.MoEInter <= 0 || moeTP <= 0 {
+		return nil
+	}
+	var mult int
+	var what string
+	switch {
+	case f == convert.DecodeNVFP4 || f == convert.DecodeMXFP4:
+		mult, what = 64, fmt.Sprintf("%s experts (FP4 Marlin MoE)", f)
+	case f == convert.DecodeW4AFP8 && e == VLLM:
+		mult, what = 256, "W4AFP8 experts (vLLM's CUTLASS W4A8 MoE)"
+	case f == convert.DecodeW4AFP8:
+		mult, what = W4AFP8Group, "W4AFP8 experts (groups of 128)"
+	default:
+		return nil
+	}
+	if m.MoEInter%moeTP != 0 || (m.MoEInter/moeTP)%mult != 0 {
+		return []string{fmt.Sprintf("%s: moe_intermediate_size %d / %d expert-TP ranks = %s per rank, not a multiple of %d; raise EP",
+			what, m.MoEInter, moeTP, strconv.FormatFloat(float64(m.MoEInter)/float64(moeTP), 'g', -1, 64), mult)}
+	}
+	return nil
 }

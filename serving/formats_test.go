@@ -141,3 +141,59 @@ func TestDecodeTensorsAsHeaderOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatWidthProblems: the per-rank expert width rules of the decode formats other than INT4,
+// on DeepSeek-V3's 2048-wide experts.
+func TestFormatWidthProblems(t *testing.T) {
+	m := Model{MoEInter: 2048, Experts: 256, Heads: 128, Layers: 1}
+	for _, tc := range []struct {
+		f    convert.DecodeFormat
+		e    Engine
+		p    Parallel
+		want int
+	}{
+		{convert.DecodeW4AFP8, VLLM, Parallel{TP: 8, EP: 1}, 0},   // 256 per rank
+		{convert.DecodeW4AFP8, VLLM, Parallel{TP: 16, EP: 1}, 1},  // 128: CUTLASS W4A8 reorder needs 256
+		{convert.DecodeW4AFP8, VLLM, Parallel{TP: 16, EP: 16}, 0}, // whole experts
+		{convert.DecodeW4AFP8, SGLang, Parallel{TP: 16, EP: 1}, 0},
+		{convert.DecodeW4AFP8, SGLang, Parallel{TP: 32, EP: 1}, 1}, // 64: not a whole group of 128
+		{convert.DecodeNVFP4, SGLang, Parallel{TP: 32, EP: 1}, 0},  // 64
+		{convert.DecodeNVFP4, VLLM, Parallel{TP: 64, EP: 1}, 1},    // 32: FP4 Marlin needs 64
+		{convert.DecodeMXFP4, SGLang, Parallel{TP: 64, EP: 1}, 1},
+		{convert.DecodeInt4, VLLM, Parallel{TP: 64, EP: 1}, 0}, // ExpertWidthProblems' job
+	} {
+		if got := m.FormatWidthProblems(tc.p, tc.f, tc.e); len(got) != tc.want {
+			t.Errorf("%s %s TP%d EP%d: %q, want %d problem(s)", tc.f, tc.e, tc.p.TP, tc.p.EP, got, tc.want)
+		}
+	}
+}
+
+// TestExpertFormatsDecodeFormat: a decode checkpoint in a format other than INT4 has no INT4 group
+// for the INT4 width rule, whatever Options.GroupSize holds.
+func TestExpertFormatsDecodeFormat(t *testing.T) {
+	for f, want := range map[convert.DecodeFormat]int{"": 32, convert.DecodeInt4: 32, convert.DecodeNVFP4: 0, convert.DecodeMXFP4: 0, convert.DecodeW4AFP8: 0} {
+		p := &convert.Plan{Options: convert.Options{GroupSize: 32, DecodeFormat: f}}
+		if fp8, g := ExpertFormats(p, Decode); fp8 || g != want {
+			t.Errorf("%q: fp8 %v, group %d, want %d", f, fp8, g, want)
+		}
+	}
+}
+
+// TestFormatGPUs: plan's GPU line reads the one table, per decode format.
+func TestFormatGPUs(t *testing.T) {
+	for f, refused := range map[convert.DecodeFormat]int{convert.DecodeInt4: 0, convert.DecodeNVFP4: 0, convert.DecodeMXFP4: 0, convert.DecodeW4AFP8: 4} {
+		cells := FormatGPUs(f)
+		n := 0
+		for _, c := range cells {
+			if c.Format != EngineFormat(f) {
+				t.Errorf("%s: cell of %s", f, c.Format)
+			}
+			if !c.Loads {
+				n++
+			}
+		}
+		if len(cells) != 6 || n != refused {
+			t.Errorf("%s: %d cells, %d refused, want 6 and %d", f, len(cells), n, refused)
+		}
+	}
+}

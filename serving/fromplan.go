@@ -2,6 +2,7 @@ package serving
 
 import (
 	"pdq/quantize/convert"
+	"pdq/quantize/engines"
 	"pdq/safetensors"
 )
 
@@ -61,7 +62,8 @@ func specBytes(s safetensors.TensorSpec) int64 {
 }
 
 // ExpertFormats says what a checkpoint of the plan holds in its routed experts: FP8 blocks, or
-// INT4 with a group size (0: none or per channel, which the width rule does not constrain).
+// INT4 with a group size (0: none, per channel, which the width rule does not constrain, or a
+// decode format other than INT4, whose rules FormatWidthProblems has).
 func ExpertFormats(p *convert.Plan, which Checkpoint) (fp8 bool, int4Group int) {
 	fp8Source := p.Layout.FP8()
 	switch which {
@@ -70,8 +72,8 @@ func ExpertFormats(p *convert.Plan, which Checkpoint) (fp8 bool, int4Group int) 
 	case Prefill:
 		return true, 0
 	}
-	if p.Options.GroupSize > 0 {
+	if p.Options.GroupSize > 0 && EngineFormat(p.Options.DecodeFormat) == engines.FormatInt4 {
 		return false, p.Options.GroupSize
 	}
-	return false, 0
+	return false, 0 // per channel, or another decode format (FormatWidthProblems)
 }

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/engines"
 	"pdq/quantize/rules"
+	"pdq/serving"
 )
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -61,7 +64,10 @@ type planSummary struct {
 	Skipped       []string                  `json:"skipped,omitempty"`
 	Warnings      []string                  `json:"warnings,omitempty"`
 	Parts         []partSummary             `json:"parts,omitempty"`
-	Serving       *servingSummary           `json:"serving,omitempty"`
+	// DecodeGPUs says, per engine and GPU generation, whether the decode checkpoint's routed
+	// experts load and through which kernel (the format × engine × GPU table).
+	DecodeGPUs []engines.Support `json:"decode_gpus,omitempty"`
+	Serving    *servingSummary   `json:"serving,omitempty"`
 }
 
 func summarizePlan(p *convert.Plan) planSummary {
@@ -76,6 +82,7 @@ func summarizePlan(p *convert.Plan) planSummary {
 	if dec := p.Output(convert.KindDecode); dec != nil {
 		s.DecodeBytes, s.DecodeShards = dec.Bytes(p.Source), len(dec.Shards)
 		s.Decode = p.Counts("decode")
+		s.DecodeGPUs = serving.FormatGPUs(p.Options.DecodeFormat)
 	}
 	return s
 }
@@ -156,6 +163,7 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 		}
 		tw.Flush()
 	}
+	printDecodeGPUs(w, s.DecodeGPUs)
 	writeNotes(errw, s.Skipped, s.Warnings)
 	if s.Parts != nil {
 		printParts(w, s.Parts)
@@ -167,3 +175,37 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 }
 
 func isBadOptions(err error) bool { return errors.Is(err, convert.ErrBadOptions) }
+
+// printDecodeGPUs writes on which GPU generations each engine loads the decode checkpoint's
+// routed experts: one line per engine, then why for each generation that does not load them and
+// what to know where they do.
+func printDecodeGPUs(w io.Writer, cells []engines.Support) {
+	if len(cells) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ndecode experts (%s) load on (docs/SERVING.md, \"Decode formats and GPUs\"):\n", cells[0].Format)
+	var notes []string
+	for _, e := range engines.Engines {
+		var parts []string
+		for _, c := range cells {
+			if c.Engine != e {
+				continue
+			}
+			g, _ := engines.ParseGPU(fmt.Sprint(c.MinSM))
+			verdict := "yes"
+			if !c.Loads {
+				verdict = "NO"
+				notes = append(notes, fmt.Sprintf("%s on %s: %s", e, g.Name, c.Path))
+			} else if c.Note != "" {
+				notes = append(notes, fmt.Sprintf("%s on %s: %s", e, g.Name, c.Note))
+			}
+			parts = append(parts, fmt.Sprintf("%s %s", g, verdict))
+		}
+		if parts != nil {
+			fmt.Fprintf(w, "  %-7s %s\n", e, strings.Join(parts, ", "))
+		}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
+}

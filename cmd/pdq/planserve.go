@@ -197,7 +197,11 @@ func (f *serveFlags) plan(p *convert.Plan) (*servingSummary, error) {
 		capacity := serving.Plan(c.role, serving.Budget{GPUMemory: f.gpuMemory, MemFraction: frac, Reserve: reserve}, w, kv, seqLen)
 		*c.dst = &capacity
 		fp8, g := serving.ExpertFormats(p, c.which)
-		for _, pr := range m.ExpertWidthProblems(par, fp8, g) {
+		widths := m.ExpertWidthProblems(par, fp8, g)
+		if c.which == serving.Decode {
+			widths = append(widths, m.FormatWidthProblems(par, p.Options.DecodeFormat, engine)...)
+		}
+		for _, pr := range widths {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s", c.which, pr))
 		}
 		for _, pr := range capacity.Problems {

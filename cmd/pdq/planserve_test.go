@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"pdq/quantize/convert"
+	"pdq/serving"
 )
 
 // TestPlanServing: pdq plan --gpu-memory adds the serving plan (text and JSON), --serve prints the
@@ -119,6 +122,43 @@ func TestPlanServing(t *testing.T) {
 	} {
 		if _, code, err := runPDQ(t, bad...); code != 2 {
 			t.Errorf("%q: exit %d (%v), want 2", bad[2:], code, err)
+		}
+	}
+}
+
+// TestPlanDecodeGPUs: pdq plan says on which GPU generations each engine loads the decode
+// checkpoint's routed experts (text and JSON), from the format × engine × GPU table; a format
+// that some generation cannot load is named NO there, with the reason.
+func TestPlanDecodeGPUs(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	if _, code, err := runPDQ(t, "testdata", "gen", "--fp8", "--out", src); code != 0 {
+		t.Fatal(err)
+	}
+	stdout, code, err := runPDQ(t, "plan", src)
+	if code != 0 || !strings.Contains(stdout, "decode experts (int4) load on") ||
+		!strings.Contains(stdout, "vllm    Ampere SM80 (A100) yes, Hopper SM90 (H100, H200) yes, Blackwell SM100 (B200, GB200) yes") {
+		t.Fatalf("exit %d, %v\n%s", code, err, stdout)
+	}
+	stdout, code, err = runPDQ(t, "plan", src, "--json")
+	if code != 0 {
+		t.Fatal(err)
+	}
+	var doc struct {
+		GPUs []struct {
+			Engine string `json:"engine"`
+			SM     int    `json:"min_sm"`
+			Loads  bool   `json:"loads"`
+		} `json:"decode_gpus"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.GPUs) != 6 {
+		t.Fatalf("decode_gpus: %v %+v", err, doc.GPUs)
+	}
+	var b strings.Builder
+	printDecodeGPUs(&b, serving.FormatGPUs(convert.DecodeW4AFP8))
+	for _, want := range []string{"decode experts (w4afp8)", "sglang  Ampere SM80 (A100) NO, Hopper SM90 (H100, H200) yes, Blackwell SM100 (B200, GB200) NO",
+		"vllm on Blackwell: the W4A8 FP8 scheme is picked on SM90 exactly"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("w4afp8 lacks %q:\n%s", want, b.String())
 		}
 	}
 }
