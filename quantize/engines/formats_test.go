@@ -312,3 +312,46 @@ func TestSupportTableCovered(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadGlobalScales: Load reads the NVFP4 weight_global_scale values from the files (and only
+// those), so that verify --engine can compare gate and up.
+func TestLoadGlobalScales(t *testing.T) {
+	dir := t.TempDir()
+	specs := []safetensors.TensorSpec{
+		{Name: "model.layers.0.mlp.experts.0.gate_proj.weight_global_scale", DType: safetensors.F32, Shape: []int64{1}},
+		{Name: "model.layers.0.mlp.experts.0.up_proj.weight_global_scale", DType: safetensors.F32, Shape: []int64{1}},
+		{Name: "model.layers.0.mlp.experts.0.up_proj.weight_scale", DType: safetensors.F32, Shape: []int64{1}},
+	}
+	l, err := safetensors.ComputeLayout(specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := safetensors.Create(filepath.Join(dir, "model.safetensors"), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range [][]byte{{0, 0, 0x7a, 0x44}, {0, 0, 0x7a, 0x44 | 0x80}, {0, 0, 0x80, 0x3f}} { // 1000, -1000, 1
+		if err := w.WriteTensor(specs[i].Name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architectures": ["DeepseekV3ForCausalLM"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := engines.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float32{specs[0].Name: 1000, specs[1].Name: -1000}
+	if len(in.GlobalScales) != len(want) {
+		t.Fatalf("global scales %v, want %v", in.GlobalScales, want)
+	}
+	for k, v := range want {
+		if in.GlobalScales[k] != v {
+			t.Errorf("%s: %v, want %v", k, in.GlobalScales[k], v)
+		}
+	}
+}
