@@ -181,7 +181,7 @@ var supportTable = []Support{
 	{FormatW4AFP8, SGLang, 90, 90, true, "CompressedTensorsW4AFP8MoE: CUTLASS W4A8 MoE (cutlass_w4a8_moe, group 128 fixed), dynamic FP8 activations", "", srcSGLW4AFP8MoE.String()},
 	{FormatW4AFP8, SGLang, 100, 100, false, "CompressedTensorsW4AFP8MoE: its minimum capability 90 admits SM100, but cutlass_w4a8_moe is a Hopper kernel",
 		"not verified on SM100; taken as not loading", srcSGLW4AFP8MoE.String()},
-	{FormatW4AFP8, VLLM, 80, 80, false, "the W4A8 FP8 scheme is picked on SM90 exactly (_is_fp8_w4a8_sm90)", "", srcVLLMCTMoESel.String()},
+	{FormatW4AFP8, VLLM, 80, 80, false, "the W4A8 FP8 scheme is picked on SM90 exactly (_is_fp8_w4a8_sm90); elsewhere the config falls to CompressedTensorsW4A8Int8MoEMethod, which raises \"CPU-only\" on a GPU", "", srcVLLMW4A8IntMoE.String()},
 	{FormatW4AFP8, VLLM, 90, 90, true, "CompressedTensorsW4A8Fp8MoEMethod: CUTLASS W4A8 grouped GEMM, BF16 group scales turned to FP8 with per-channel F32 scales at load", "", srcVLLMW4A8MoE.String()},
-	{FormatW4AFP8, VLLM, 100, 100, false, "the W4A8 FP8 scheme is picked on SM90 exactly (_is_fp8_w4a8_sm90)", "", srcVLLMCTMoESel.String()},
+	{FormatW4AFP8, VLLM, 100, 100, false, "the W4A8 FP8 scheme is picked on SM90 exactly (_is_fp8_w4a8_sm90); elsewhere the config falls to CompressedTensorsW4A8Int8MoEMethod, which raises \"CPU-only\" on a GPU", "", srcVLLMW4A8IntMoE.String()},
 }
