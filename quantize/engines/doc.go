@@ -3,8 +3,10 @@
 // GLM-4.x), their fused names, how a compressed-tensors "ignore" list and config-group "targets"
 // are matched against those modules, the scheme each module then gets and the tensors that scheme
 // reads, the constraints of the MoE kernels, SGLang's shared-expert fusion, the modules the
-// engines always build unquantized, the MTP layer loaded as a draft model, and the FP8 block
-// config of a prefill checkpoint.
+// engines always build unquantized, the MTP layer loaded as a draft model, the FP8 block config
+// of a prefill checkpoint, and the routed experts' decode formats (INT4, NVFP4, MXFP4, W4AFP8):
+// the MoE scheme each engine picks, its kernels' rules, and on which GPU generations it loads
+// (the format × engine × GPU table, SupportFor).
 //
 // Every rule names the engine source it was written from (file and commit, see Sources and
 // docs/SERVING.md). Check reads config.json and tensor headers only, never tensor data.

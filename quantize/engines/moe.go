@@ -7,8 +7,9 @@ import (
 )
 
 // checkMoE checks one FusedMoE layer of a compressed-tensors checkpoint: one scheme for the gate,
-// up and down projections of every expert, the WNA16 (Marlin) kernel's constraints, and the
-// tensors of every expert.
+// up and down projections of every expert, the constraints of the MoE method the engine picks for
+// the experts' format (WNA16 Marlin for INT4, the FP4 and W4A8 methods, formats.go), whether the
+// server's GPU loads that format (Options.SM), and the tensors of every expert.
 func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*scheme) {
 	moeSrc := srcSGLCTMoE
 	if c.e == VLLM {
