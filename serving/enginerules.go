@@ -41,6 +41,12 @@ func EngineInput(p *convert.Plan, which Checkpoint) (in engines.Input, ok bool) 
 // prefixed with the output ("decode: ..."). The kernels' expert-width rules are left to
 // Model.ExpertWidthProblems (tp 0 here).
 func EngineFlags(p *convert.Plan, e Engine) (prefill, decode, problems []string) {
+	return EngineFlagsOn(p, e, 0)
+}
+
+// EngineFlagsOn is EngineFlags for servers whose GPUs have compute capability sm (engines.ParseGPU;
+// 0: not known): the routed experts' format must also load on that GPU.
+func EngineFlagsOn(p *convert.Plan, e Engine, sm int) (prefill, decode, problems []string) {
 	for _, c := range []struct {
 		which Checkpoint
 		flags *[]string
@@ -49,9 +55,9 @@ func EngineFlags(p *convert.Plan, e Engine) (prefill, decode, problems []string)
 		if !ok {
 			continue
 		}
-		r := engines.Check(engines.Engine(e), in, engines.Options{})
+		r := engines.Check(engines.Engine(e), in, engines.Options{SM: sm})
 		*c.flags = r.RequiredFlags()
-		r = engines.Check(engines.Engine(e), in, engines.Options{Flags: *c.flags})
+		r = engines.Check(engines.Engine(e), in, engines.Options{SM: sm, Flags: *c.flags})
 		for _, f := range r.Problems {
 			problems = append(problems, fmt.Sprintf("%s: %s", c.which, f))
 		}

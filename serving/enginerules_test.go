@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"pdq/quantize/convert"
+	"pdq/quantize/rules"
 )
 
 // TestEngineFlags: the full-size GLM-5 and DeepSeek-V3 plans (BF16 shared experts beside INT4
@@ -44,6 +47,41 @@ func TestLaunchEngineFlags(t *testing.T) {
 			}
 			if c.Name == "proxy" && (!strings.Contains(strings.Join(c.Args, " "), "--host 0.0.0.0") || c.Note == "") {
 				t.Errorf("vLLM proxy listens on localhost only or says nothing of its source checkout: %v", c)
+			}
+		}
+	}
+}
+
+// TestEngineFlagsOnGPU: with the GPU known, a decode output whose experts' format the engine does
+// not load there is refused, naming the GPU rule; without it, or on a GPU that loads it, not.
+// The plan's decode config is made W4AFP8 (INT4 g128 experts declaring dynamic FP8 inputs), which
+// both engines load on SM90 only.
+func TestEngineFlagsOnGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans a full-size header-only checkpoint")
+	}
+	ck, cfg, _ := headerOnlyLayout(t, "kimi-k2-instruct.json")
+	p, err := convert.NewPlan(ck, cfg, convert.Options{GroupSize: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := p.Output(convert.KindDecode)
+	out.Config = rules.CloneConfig(out.Config)
+	for _, g := range out.Config["quantization_config"].(map[string]any)["config_groups"].(map[string]any) {
+		g := g.(map[string]any)
+		if w := g["weights"].(map[string]any); w["type"] == "int" {
+			g["input_activations"] = map[string]any{"num_bits": 8, "type": "float", "symmetric": true, "strategy": "token", "dynamic": true}
+		}
+	}
+	for _, e := range []Engine{SGLang, VLLM} {
+		for sm, refused := range map[int]bool{0: false, 90: false, 100: true, 80: true} {
+			_, _, problems := EngineFlagsOn(p, e, sm)
+			got := false
+			for _, pr := range problems {
+				got = got || strings.Contains(pr, "rule gpu")
+			}
+			if got != refused {
+				t.Errorf("%s SM%d: refused %v, want %v: %q", e, sm, got, refused, problems)
 			}
 		}
 	}

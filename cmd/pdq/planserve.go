@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdq/quantize/convert"
+	"pdq/quantize/engines"
 	"pdq/serving"
 )
 
@@ -27,6 +28,7 @@ type serveFlags struct {
 	seqLen       int
 	serve        string
 	out          string
+	gpu          string // the GPU model, for the decode format's GPU rules
 	cmd          *cobra.Command
 }
 
@@ -47,6 +49,7 @@ func (f *serveFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.seqLen, "seq-len", 0, "serving plan: tokens of one sequence, for the fits-one-sequence check (default config.json max_position_embeddings)")
 	fl.StringVar(&f.serve, "serve", "", "sglang or vllm: plan under that engine's rules and print launch commands for the prefill and decode pools (SGLang v0.5.18, vLLM v0.15; see docs/SERVING.md)")
 	fl.StringVar(&f.out, "out", "DIR", "with --serve: the --out DIR of pdq convert, for the model paths DIR/prefill and DIR/decode")
+	fl.StringVar(&f.gpu, "gpu", "", "serving plan: the GPU model (a100, h100, h200, b200, gb200, or sm80, sm90, sm100): the engine must load the decode experts' format on it (with --serve the plan fails if not)")
 }
 
 func (f *serveFlags) enabled() bool { return f.gpuMemory > 0 || f.serve != "" }
@@ -57,7 +60,7 @@ func (f *serveFlags) checkOff() error {
 	if f.enabled() || f.cmd == nil {
 		return nil
 	}
-	for _, name := range []string{"kv-cache-dtype", "gpus", "tp", "ep", "dp", "dp-lm-head", "mem-fraction", "reserve", "seq-len", "out"} {
+	for _, name := range []string{"kv-cache-dtype", "gpus", "tp", "ep", "dp", "dp-lm-head", "mem-fraction", "reserve", "seq-len", "out", "gpu"} {
 		if fl := f.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 			return usagef("plan: --%s is a serving-plan flag: give --gpu-memory (the memory of one GPU, e.g. 141GiB) to plan serving", name)
 		}
@@ -89,6 +92,7 @@ type servingSummary struct {
 	DPLMHead       bool           `json:"dp_lm_head,omitempty"`
 	ServersPerPool int            `json:"servers_per_pool"`
 	KVDType        string         `json:"kv_cache_dtype"`
+	GPU            string         `json:"gpu,omitempty"` // --gpu, as its generation
 	Assumptions    []string       `json:"assumptions"`
 	// Source, Prefill and Decode are per server (one TP group); nil for an output not planned.
 	Source   *serving.Capacity `json:"source,omitempty"`
@@ -208,7 +212,16 @@ func (f *serveFlags) plan(p *convert.Plan) (*servingSummary, error) {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s", c.which, pr))
 		}
 	}
-	prefillFlags, decodeFlags, refused := serving.EngineFlags(p, engine)
+	sm := 0
+	if f.gpu != "" {
+		g, err := engines.ParseGPU(f.gpu)
+		if err != nil {
+			return nil, usagef("--gpu %q: want a100, h100, h200, b200, gb200, or sm80, sm90, sm100 (the generations pdq has the engines' rules for)", f.gpu)
+		}
+		sm = g.SM
+		s.GPU = g.String()
+	}
+	prefillFlags, decodeFlags, refused := serving.EngineFlagsOn(p, engine, sm)
 	s.Warnings = append(s.Warnings, refused...)
 	if f.serve != "" && s.Prefill != nil && s.Decode != nil {
 		d := serving.Deployment{Engine: engine, Parallel: par, KVDType: kvdt,
@@ -269,8 +282,12 @@ func (s *servingSummary) print(w io.Writer) {
 			dp += " DP LM head"
 		}
 	}
-	fmt.Fprintf(w, "\nserving plan (%s rules): %d GPU(s) of %s per pool, %d server(s) of TP%d EP%d%s, KV cache %s\n",
-		s.Engine, s.GPUs, formatBytes(s.GPUMemory), s.ServersPerPool, s.TP, s.EP, dp, s.KVDType)
+	gpu := ""
+	if s.GPU != "" {
+		gpu = " " + s.GPU
+	}
+	fmt.Fprintf(w, "\nserving plan (%s rules): %d GPU(s)%s of %s per pool, %d server(s) of TP%d EP%d%s, KV cache %s\n",
+		s.Engine, s.GPUs, gpu, formatBytes(s.GPUMemory), s.ServersPerPool, s.TP, s.EP, dp, s.KVDType)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  checkpoint\trole\tweights/GPU\tfraction\treserve\tKV cache/GPU\ttokens/server\tsequences")
 	for _, r := range s.rows() {

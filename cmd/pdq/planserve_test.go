@@ -153,6 +153,16 @@ func TestPlanDecodeGPUs(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.GPUs) != 6 {
 		t.Fatalf("decode_gpus: %v %+v", err, doc.GPUs)
 	}
+	serve := []string{"plan", src, "--gpus", "1", "--gpu-memory", "141GiB", "--serve", "vllm"}
+	if stdout, code, _ = runPDQ(t, append(serve, "--gpu", "h200")...); code != 0 || !strings.Contains(stdout, "1 GPU(s) Hopper SM90 (H100, H200) of") {
+		t.Errorf("--gpu h200: exit %d\n%s", code, stdout)
+	}
+	if _, code, _ = runPDQ(t, append(serve, "--gpu", "v100")...); code != exitUsage {
+		t.Errorf("--gpu v100: exit %d, want usage", code)
+	}
+	if _, code, _ = runPDQ(t, "plan", src, "--gpu", "h200"); code != exitUsage {
+		t.Errorf("--gpu without a serving plan: exit %d, want usage", code)
+	}
 	var b strings.Builder
 	printDecodeGPUs(&b, serving.FormatGPUs(convert.DecodeW4AFP8))
 	for _, want := range []string{"decode experts (w4afp8)", "sglang  Ampere SM80 (A100) NO, Hopper SM90 (H100, H200) yes, Blackwell SM100 (B200, GB200) NO",
