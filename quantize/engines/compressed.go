@@ -137,6 +137,7 @@ func (c *checker) checkCompressed(qc map[string]any, mods []Module) {
 		for _, p := range m.Parts {
 			c.checkSchemeTensors(m.Name, p, s, t, cfgSrc)
 		}
+		c.checkFusedGlobalScales(m, s)
 	}
 }
 

@@ -70,6 +70,8 @@ var (
 		"cd5f1c27323b23471f438f12ea3e4eeca672c4a1"}
 	srcVLLMW4A8MoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a8_fp8.py",
 		"66b4b96ffa9c51fb898a626a633728a5b69f28da"}
+	srcVLLMW4A16NVFP4 = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a16_nvfp4.py",
+		"17b6501a6ce929d83d4b5c1d408adf0ae4a610f8"}
 	srcVLLMW4A8IntMoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a8_int8.py",
 		"78251204726d787a3c4a6d4d2e4ef27a257107cd"}
 	srcSGLNVFP4MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4_moe.py",
@@ -86,6 +88,6 @@ var (
 func Sources() []Source {
 	return []Source{srcSGLUtils, srcSGLCT, srcSGLCTMoE, srcSGLDeepseek, srcSGLGLM4,
 		srcVLLMUtils, srcVLLMCT, srcVLLMMarlinMoE, srcVLLMDeepseek, srcVLLMGLM4, srcSGLNextN, srcVLLMMTP,
-		srcVLLMCTMoESel, srcVLLMNVFP4MoE, srcVLLMNVFP4Oracle, srcVLLMMXFP4MoE, srcVLLMW4A8MoE, srcVLLMW4A8IntMoE,
+		srcVLLMCTMoESel, srcVLLMNVFP4MoE, srcVLLMNVFP4Oracle, srcVLLMMXFP4MoE, srcVLLMW4A8MoE, srcVLLMW4A8IntMoE, srcVLLMW4A16NVFP4,
 		srcSGLNVFP4MoE, srcSGLNVFP4A16MoE, srcSGLMXFP4MoE, srcSGLW4AFP8MoE}
 }

@@ -355,3 +355,40 @@ func TestLoadGlobalScales(t *testing.T) {
 		}
 	}
 }
+
+// TestNVFP4FusedLinearGlobalScale: dense Linears made NVFP4 (a --targets reaching them): vLLM
+// fuses gate and up of a shared expert into gate_up_proj with one global scale, so different
+// ones are refused; equal ones are not.
+func TestNVFP4FusedLinearGlobalScale(t *testing.T) {
+	in := asFormat(t, deepseekDecode(t), "nvfp4")
+	const se = "model.layers.3.mlp.shared_experts."
+	var ts []engines.Tensor
+	for _, x := range in.Tensors {
+		if strings.HasPrefix(x.Name, se) && (strings.HasSuffix(x.Name, "_proj.weight")) {
+			m := strings.TrimSuffix(x.Name, ".weight")
+			n, k := x.Shape[0], x.Shape[1]
+			ts = append(ts, engines.Tensor{Name: m + ".weight_packed", DType: safetensors.U8, Shape: []int64{n, k / 2}},
+				engines.Tensor{Name: m + ".weight_scale", DType: safetensors.F8E4M3, Shape: []int64{n, k / 16}},
+				engines.Tensor{Name: m + ".weight_global_scale", DType: safetensors.F32, Shape: []int64{1}})
+			continue
+		}
+		ts = append(ts, x)
+	}
+	in.Tensors = ts
+	qc := qconfig(t, &in)
+	var ignore []any // the dense MLP entries go (the other layers' dense MLPs then fail, not checked here)
+	for _, e := range qc["ignore"].([]any) {
+		if !strings.Contains(e.(string), "gate_proj") && !strings.Contains(e.(string), "down_proj") {
+			ignore = append(ignore, e)
+		}
+	}
+	qc["ignore"] = ignore
+	in.GlobalScales = map[string]float32{se + "gate_proj.weight_global_scale": 500, se + "up_proj.weight_global_scale": 500, se + "down_proj.weight_global_scale": 300}
+	if r := engines.Check(engines.VLLM, in, engines.Options{TP: 8}); hasRule(r, "fused-global-scale", "") || hasRule(r, "scheme-tensors", "layers.3.mlp.shared_experts") {
+		t.Errorf("equal scales: %v", r.Problems)
+	}
+	in.GlobalScales[se+"up_proj.weight_global_scale"] = 400
+	if r := engines.Check(engines.VLLM, in, engines.Options{TP: 8}); !hasRule(r, "fused-global-scale", "shared_experts.gate_up_proj") {
+		t.Errorf("gate 500, up 400: %v", r.Problems)
+	}
+}

@@ -102,3 +102,25 @@ func fp4Describe(f Format) string {
 	}
 	return fmt.Sprint(f)
 }
+
+// checkFusedGlobalScales: vLLM's NVFP4 Linear scheme (CompressedTensorsW4A16Fp4, also the fallback
+// of W4A4 without CUTLASS FP4) keeps one global scale for a fused Linear, the largest of its
+// parts' (weight_global_scale.max()), so parts with different global scales are dequantized with
+// the wrong one. Checked when the global scales were read (Input.GlobalScales); SGLang's NVFP4
+// Linear scheme was not read.
+func (c *checker) checkFusedGlobalScales(m Module, s *scheme) {
+	if c.e != VLLM || (s.kind != FormatNVFP4 && s.kind != FormatNVFP4A4) || len(m.Parts) < 2 || c.in.GlobalScales == nil {
+		return
+	}
+	first, ok := c.in.GlobalScales[m.Parts[0]+".weight_global_scale"]
+	if !ok {
+		return
+	}
+	for _, p := range m.Parts[1:] {
+		if v, ok := c.in.GlobalScales[p+".weight_global_scale"]; ok && v != first {
+			c.problem(m.Name, "fused-global-scale", srcVLLMW4A16NVFP4, "%s and %s have different weight_global_scale (%g, %g): vLLM fuses them into one Linear with the largest global scale, so the other part is dequantized with the wrong one; quantize the parts of a fused module with one global scale",
+				m.Parts[0], p, first, v)
+			return
+		}
+	}
+}
