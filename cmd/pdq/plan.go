@@ -177,14 +177,19 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 func isBadOptions(err error) bool { return errors.Is(err, convert.ErrBadOptions) }
 
 // printDecodeGPUs writes on which GPU generations each engine loads the decode checkpoint's
-// routed experts: one line per engine, then why for each generation that does not load them and
-// what to know where they do.
+// routed experts: one line per engine, then, once per engine and text, why a generation does not
+// load them and what to know where they do.
 func printDecodeGPUs(w io.Writer, cells []engines.Support) {
 	if len(cells) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\ndecode experts (%s) load on (docs/SERVING.md, \"Decode formats and GPUs\"):\n", cells[0].Format)
-	var notes []string
+	type note struct {
+		e    engines.Engine
+		text string
+	}
+	var order []note
+	where := map[note][]string{}
 	for _, e := range engines.Engines {
 		var parts []string
 		for _, c := range cells {
@@ -192,20 +197,24 @@ func printDecodeGPUs(w io.Writer, cells []engines.Support) {
 				continue
 			}
 			g, _ := engines.ParseGPU(fmt.Sprint(c.MinSM))
-			verdict := "yes"
+			verdict, text := "yes", c.Note
 			if !c.Loads {
-				verdict = "NO"
-				notes = append(notes, fmt.Sprintf("%s on %s: %s", e, g.Name, c.Path))
-			} else if c.Note != "" {
-				notes = append(notes, fmt.Sprintf("%s on %s: %s", e, g.Name, c.Note))
+				verdict, text = "NO", c.Path
 			}
 			parts = append(parts, fmt.Sprintf("%s %s", g, verdict))
+			if text != "" {
+				n := note{e, text}
+				if where[n] == nil {
+					order = append(order, n)
+				}
+				where[n] = append(where[n], g.Name)
+			}
 		}
 		if parts != nil {
 			fmt.Fprintf(w, "  %-7s %s\n", e, strings.Join(parts, ", "))
 		}
 	}
-	for _, n := range notes {
-		fmt.Fprintf(w, "  %s\n", n)
+	for _, n := range order {
+		fmt.Fprintf(w, "  %s on %s: %s\n", n.e, strings.Join(where[n], ", "), n.text)
 	}
 }

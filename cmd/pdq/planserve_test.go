@@ -166,7 +166,7 @@ func TestPlanDecodeGPUs(t *testing.T) {
 	var b strings.Builder
 	printDecodeGPUs(&b, serving.FormatGPUs(convert.DecodeW4AFP8))
 	for _, want := range []string{"decode experts (w4afp8)", "sglang  Ampere SM80 (A100) NO, Hopper SM90 (H100, H200) yes, Blackwell SM100 (B200, GB200) NO",
-		"vllm on Blackwell: the W4A8 FP8 scheme is picked on SM90 exactly"} {
+		"vllm on Ampere, Blackwell: the W4A8 FP8 scheme is picked on SM90 exactly"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("w4afp8 lacks %q:\n%s", want, b.String())
 		}

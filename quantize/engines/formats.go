@@ -160,8 +160,10 @@ var supportTable = []Support{
 	{FormatNVFP4, SGLang, 80, 100, true, "CompressedTensorsW4A16Nvfp4MoE: FP4 Marlin MoE, weight-only (BF16 activations)",
 		"a scheme newer than SGLang v0.5.18: an SGLang without CompressedTensorsW4A16Nvfp4MoE has no weight-only NVFP4 MoE scheme and loads NVFP4A16 experts on no GPU",
 		srcSGLNVFP4A16MoE.String()},
-	{FormatNVFP4, VLLM, 80, 100, true, "CompressedTensorsW4A4Nvfp4MoEMethod(use_a16): select_nvfp4_moe_backend, Marlin FP4 MoE weight-only (BF16 activations)",
-		"the FlashInfer and CUTLASS FP4 backends are tried first; whether one takes BF16 activations on SM100 was not read", srcVLLMNVFP4Oracle.String()},
+	{FormatNVFP4, VLLM, 80, 90, true, "CompressedTensorsW4A4Nvfp4MoEMethod(use_a16): select_nvfp4_moe_backend, Marlin FP4 MoE weight-only (BF16 activations)",
+		"", srcVLLMNVFP4Oracle.String()},
+	{FormatNVFP4, VLLM, 100, 100, true, "CompressedTensorsW4A4Nvfp4MoEMethod(use_a16): select_nvfp4_moe_backend, Marlin FP4 MoE weight-only (BF16 activations)",
+		"the FlashInfer and CUTLASS FP4 backends are tried first; whether one of them takes BF16 activations here was not read", srcVLLMNVFP4Oracle.String()},
 
 	{FormatNVFP4A4, SGLang, 80, 90, false, "CompressedTensorsW4A4Nvfp4MoE raises without Blackwell (is_blackwell_supported)",
 		"newer SGLang serves it weight-only through CompressedTensorsW4A16Nvfp4MoE, its activation scales dropped", srcSGLNVFP4MoE.String()},
