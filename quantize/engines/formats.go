@@ -158,7 +158,7 @@ var supportTable = []Support{
 	{FormatInt4, VLLM, 80, 100, true, "CompressedTensorsWNA16MarlinMoEMethod: Marlin WNA16 MoE", "", srcVLLMMarlinMoE.String()},
 
 	{FormatNVFP4, SGLang, 80, 100, true, "CompressedTensorsW4A16Nvfp4MoE: FP4 Marlin MoE, weight-only (BF16 activations)",
-		"a scheme newer than SGLang v0.5.18: an SGLang without CompressedTensorsW4A16Nvfp4MoE has no weight-only NVFP4 MoE scheme and loads NVFP4A16 experts on no GPU",
+		"a recent scheme (whether SGLang v0.5.18 has it was not checked): an SGLang without CompressedTensorsW4A16Nvfp4MoE has no weight-only NVFP4 MoE scheme and loads NVFP4A16 experts on no GPU",
 		srcSGLNVFP4A16MoE.String()},
 	{FormatNVFP4, VLLM, 80, 90, true, "CompressedTensorsW4A4Nvfp4MoEMethod(use_a16): select_nvfp4_moe_backend, Marlin FP4 MoE weight-only (BF16 activations)",
 		"", srcVLLMNVFP4Oracle.String()},
@@ -173,7 +173,7 @@ var supportTable = []Support{
 	{FormatNVFP4A4, VLLM, 100, 100, true, "CompressedTensorsW4A4Nvfp4MoEMethod: FlashInfer TRT-LLM, CuTe DSL or CUTLASS, or vLLM CUTLASS FP4 MoE", "", srcVLLMNVFP4Oracle.String()},
 
 	{FormatMXFP4, SGLang, 80, 100, true, "CompressedTensorsW4A16Mxfp4MoE: FP4 Marlin MoE, weight-only",
-		"a scheme newer than SGLang v0.5.18, reached only when the model's FusedMoE opts out of the fused GPT-OSS MXFP4 method (serves_fused_mxfp4); not checked for the DeepSeek family",
+		"a recent scheme (whether SGLang v0.5.18 has it was not checked), reached only when the model's FusedMoE opts out of the fused GPT-OSS MXFP4 method (serves_fused_mxfp4); not checked for the DeepSeek family",
 		srcSGLMXFP4MoE.String()},
 	{FormatMXFP4, VLLM, 80, 90, true, "CompressedTensorsW4A4Mxfp4MoEMethod: Marlin FP4 MoE, weight-only", "", srcVLLMMXFP4MoE.String()},
 	{FormatMXFP4, VLLM, 100, 100, true, "CompressedTensorsW4A4Mxfp4MoEMethod: CutlassExpertsMxfp4 where the device has it, else Marlin",
