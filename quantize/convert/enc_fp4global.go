@@ -1,0 +1,129 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+
+	"pdq/kernels"
+	"pdq/quantize"
+)
+
+// NVFP4's global scale is 448·6 over the largest |value| of the tensor, and the gate and up
+// projections of one expert share one (the engines run them as one w13 GEMM and vLLM keeps only
+// the first): before either is encoded, the absolute maximum of both must be known. A run finds
+// it when the first slab of either needs it, by reading both weights from the source once more
+// in chunks of a few MiB (memory stays bounded), and keeps it for the other. The maximum of a
+// set of values does not depend on the order they are read in, so every run, resumed run,
+// worker count and part of a split conversion writes the same scale.
+
+// fp4Globals holds the NVFP4 global scales a run has found, per module or gate/up pair.
+type fp4Globals struct {
+	mu     sync.Mutex
+	byName map[string]*Module
+	m      map[string]*cachedGlobal
+}
+
+type cachedGlobal struct {
+	once sync.Once
+	g    float32
+	err  error
+}
+
+// get returns the global scale of module m of plan p: shared with its gate or up sibling when
+// that is NVFP4 too.
+func (c *fp4Globals) get(ctx context.Context, p *Plan, m *Module) (float32, error) {
+	c.mu.Lock()
+	if c.byName == nil {
+		c.byName = make(map[string]*Module, len(p.Modules))
+		c.m = map[string]*cachedGlobal{}
+		for _, x := range p.Modules {
+			if x.Linear {
+				c.byName[x.Name] = x
+			}
+		}
+	}
+	members, key := []*Module{m}, m.Name
+	if sib := c.byName[siblingOf(m.Name)]; sib != nil && sib.Scheme(KindDecode) == SchemeNVFP4 {
+		members = append(members, sib)
+		key = min(m.Name, sib.Name) // one key for the pair
+	}
+	cg := c.m[key]
+	if cg == nil {
+		cg = &cachedGlobal{}
+		c.m[key] = cg
+	}
+	c.mu.Unlock()
+	cg.once.Do(func() {
+		var amax float32
+		for _, x := range members {
+			a, err := sourceAbsMax(ctx, p, x)
+			if err != nil {
+				cg.err = fmt.Errorf("convert: %s: NVFP4 global scale: %w", x.describe(), err)
+				return
+			}
+			amax = max(amax, a)
+		}
+		cg.g = kernels.NVFP4GlobalScale(amax)
+	})
+	return cg.g, cg.err
+}
+
+// siblingOf is the name of the projection that shares a w13 GEMM with module name (up for gate,
+// w3 for w1 and back), "" for any other module.
+func siblingOf(name string) string {
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return ""
+	}
+	pairs := map[string]string{"gate_proj": "up_proj", "up_proj": "gate_proj", "w1": "w3", "w3": "w1"}
+	if s, ok := pairs[name[i+1:]]; ok {
+		return name[:i+1] + s
+	}
+	return ""
+}
+
+// globalChunkElems bounds the values a global-scale pass decodes at once.
+const globalChunkElems = 1 << 20
+
+// sourceAbsMax reads module m's weight from the source in chunks of whole FP8 block rows,
+// decodes each and returns the largest |value|. NaN and ±Inf are refused, naming the element.
+func sourceAbsMax(ctx context.Context, p *Plan, m *Module) (float32, error) {
+	step := max(FP8BlockSize, (globalChunkElems/max(m.Cols, 1))/FP8BlockSize*FP8BlockSize)
+	var (
+		raw  []byte
+		vals []float32
+		amax float32
+	)
+	for r0 := 0; r0 < m.Rows; r0 += step {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		s := &slab{r0: r0, r1: min(m.Rows, r0+step)}
+		s.ranges(m)
+		raw = grow(raw, int(s.wLen))
+		if err := p.Source.ReadTensorAt(m.Weight, raw, s.wOff); err != nil {
+			return 0, err
+		}
+		s.raw = raw
+		if m.Scale != nil {
+			s.scaleRaw = make([]byte, s.sLen)
+			if err := p.Source.ReadTensorAt(m.Scale, s.scaleRaw, s.sOff); err != nil {
+				return 0, err
+			}
+		}
+		vals = grow(vals, (s.r1-s.r0)*m.Cols)
+		if err := decodeSource(nil, vals, m, s); err != nil {
+			return 0, err
+		}
+		if err := quantize.CheckFinite(m.Weight.Name, vals, firstElement(m, s)); err != nil {
+			return 0, err
+		}
+		for _, v := range vals {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+	}
+	return amax, nil
+}
