@@ -99,6 +99,20 @@ type fitter interface {
 	unfit(m *Module, o *Options) string
 }
 
+// refuser is implemented by the encodings whose refusals have a sentinel of their own (wrapping
+// ErrUnsupported).
+type refuser interface {
+	refusal() error
+}
+
+// refusal is the sentinel a refusal of scheme s wraps: the encoding's own, or ErrUnsupported.
+func refusal(s Scheme) error {
+	if r, ok := encodings[s].(refuser); ok {
+		return r.refusal()
+	}
+	return ErrUnsupported
+}
+
 // unfit says why module m cannot take scheme s under options o ("" when it can).
 func unfit(m *Module, s Scheme, o *Options) string {
 	if f, ok := encodings[s].(fitter); ok {
