@@ -118,12 +118,34 @@ func sourceAbsMax(ctx context.Context, p *Plan, m *Module) (float32, error) {
 		if err := decodeSource(nil, vals, m, s); err != nil {
 			return 0, err
 		}
-		if err := quantize.CheckFinite(m.Weight.Name, vals, firstElement(m, s)); err != nil {
-			return 0, err
+		b := absMaxBits(vals)
+		if b >= 0x7f800000 { // NaN or ±Inf: the error names the first
+			for i, v := range vals {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					e := firstElement(m, s) + int64(i)
+					return 0, fmt.Errorf("tensor %q: element %d (row %d, column %d) is %v: %w",
+						m.Weight.Name, e, e/int64(m.Cols), e%int64(m.Cols), v, quantize.ErrNonFinite)
+				}
+			}
 		}
-		for _, v := range vals {
-			amax = max(amax, float32(math.Abs(float64(v))))
-		}
+		amax = max(amax, math.Float32frombits(b))
 	}
 	return amax, nil
+}
+
+// absMaxBits returns the bit pattern of the largest |v| of vals: for non-negative floats the
+// order of the bit patterns is the order of the values (NaN and ±Inf at 0x7f800000 and above).
+func absMaxBits(vals []float32) uint32 {
+	var m0, m1, m2, m3 uint32
+	i := 0
+	for ; i+4 <= len(vals); i += 4 {
+		m0 = max(m0, math.Float32bits(vals[i])&0x7fffffff)
+		m1 = max(m1, math.Float32bits(vals[i+1])&0x7fffffff)
+		m2 = max(m2, math.Float32bits(vals[i+2])&0x7fffffff)
+		m3 = max(m3, math.Float32bits(vals[i+3])&0x7fffffff)
+	}
+	for ; i < len(vals); i++ {
+		m0 = max(m0, math.Float32bits(vals[i])&0x7fffffff)
+	}
+	return max(m0, m1, m2, m3)
 }

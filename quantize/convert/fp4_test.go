@@ -273,3 +273,21 @@ func TestFP4Options(t *testing.T) {
 		})
 	}
 }
+
+// TestNVFP4NonFinite: a NaN in an expert's up projection is reported, at its row and element in
+// the tensor, by the pass that finds the global scale the gate shares, before anything of either
+// is written as finished.
+func TestNVFP4NonFinite(t *testing.T) {
+	const gate, up = "model.layers.1.mlp.experts.0.gate_proj.weight", "model.layers.1.mlp.experts.0.up_proj.weight"
+	const rows, cols = 300, 512
+	const bad = 250*cols + 7
+	ts := []raw{bf16Tensor("model.embed_tokens.weight", 1, 16, 1024), bf16Tensor(gate, 2, rows, cols), bf16Tensor(up, 3, rows, cols)}
+	src := writeCheckpoint(t, withBF16(ts, up, bad, 0x7fc0), map[string]any{"model_type": "glm4_moe"})
+	for _, f := range []convert.DecodeFormat{convert.DecodeNVFP4, convert.DecodeMXFP4} {
+		_, err := runPlan(plan(t, src, convert.Options{DecodeFormat: f, Only: convert.KindDecode}), filepath.Join(t.TempDir(), "out"), convert.RunOptions{Workers: 2})
+		want := fmt.Sprintf("element %d (row %d, column %d) is NaN", bad, bad/cols, bad%cols)
+		if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), up) {
+			t.Errorf("%s: got %v, want ErrNonFinite naming %s at %q", f, err, up, want)
+		}
+	}
+}
