@@ -89,7 +89,7 @@ func (f *planFlags) check() error {
 	if strings.EqualFold(strings.TrimSpace(f.method), "gptq") {
 		return usagef("--method gptq: GPTQ needs calibration statistics: give --calib FILE --calib-method gptq (--method picks the scale search, mse or rtn)")
 	}
-	if fixed := fixedGroups[f.decodeFormat]; fixed != 0 {
+	if fixed := convert.DecodeFormat(f.decodeFormat).FixedGroup(); fixed != 0 {
 		if f.groupSizeGiven() && f.groupSize != fixed {
 			return usagef("--group-size %d: --decode-format %s has groups of %d: leave --group-size out (or give %d)", f.groupSize, f.decodeFormat, fixed, fixed)
 		}
@@ -100,9 +100,6 @@ func (f *planFlags) check() error {
 	}
 	return usagef("--group-size %d: want %s, or 0 for one scale per output channel", f.groupSize, orList(quantize.GroupSizes))
 }
-
-// fixedGroups are the group sizes of the decode formats that fix theirs.
-var fixedGroups = map[string]int{string(convert.DecodeNVFP4): 16, string(convert.DecodeMXFP4): 32, string(convert.DecodeW4AFP8): quantize.W4AFP8GroupSize}
 
 // showRawDefault moves a string flag's default into its usage text as typed on a command line:
 // pflag quotes string defaults Go-style, which doubles every backslash of a regular expression.

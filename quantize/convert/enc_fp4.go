@@ -23,8 +23,8 @@ type fp4Encoding struct {
 }
 
 var (
-	nvfp4Encoding = fp4Encoding{scheme: SchemeNVFP4, format: quantize.PackedNVFP4, group: 16, key: "nvfp4"}
-	mxfp4Encoding = fp4Encoding{scheme: SchemeMXFP4, format: quantize.PackedMXFP4, group: 32, key: "mxfp4"}
+	nvfp4Encoding = fp4Encoding{scheme: SchemeNVFP4, format: quantize.PackedNVFP4, group: DecodeNVFP4.FixedGroup(), key: "nvfp4"}
+	mxfp4Encoding = fp4Encoding{scheme: SchemeMXFP4, format: quantize.PackedMXFP4, group: DecodeMXFP4.FixedGroup(), key: "mxfp4"}
 )
 
 func init() {

@@ -139,10 +139,10 @@ func (o *Options) targetScheme() Scheme {
 	return SchemeInt4
 }
 
-// fixedGroup is the group size the decode format fixes (NVFP4 16, MXFP4 32, W4AFP8 128), 0 when
+// FixedGroup is the group size decode format f fixes (NVFP4 16, MXFP4 32, W4AFP8 128), 0 when
 // Options.GroupSize chooses it (INT4).
-func (o *Options) fixedGroup() int {
-	switch o.decodeFormat() {
+func (f DecodeFormat) FixedGroup() int {
+	switch f {
 	case DecodeNVFP4:
 		return 16
 	case DecodeMXFP4:
@@ -152,6 +152,9 @@ func (o *Options) fixedGroup() int {
 	}
 	return 0
 }
+
+// fixedGroup is the group size the decode format fixes, 0 when Options.GroupSize chooses it.
+func (o *Options) fixedGroup() int { return o.decodeFormat().FixedGroup() }
 
 // formatGroup sets the group size unset (0) to the decode format's, and refuses one that
 // contradicts a format with fixed groups.
