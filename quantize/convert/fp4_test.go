@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -168,6 +169,22 @@ func TestFP4Deterministic(t *testing.T) {
 			three := filepath.Join(t.TempDir(), "three")
 			convertTo(t, tc.src, three, o, convert.RunOptions{Workers: 3})
 			sameFiles(t, "1 worker vs 3", want, outputFiles(t, three))
+			// Killed after a few slabs, then resumed: the tensors finished before are kept, the rest
+			// find their global scales again.
+			opts, err := json.Marshal(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, slabs := range []int64{5, 40} {
+				out := filepath.Join(t.TempDir(), "resumed")
+				if !runChild(t, tc.src, out, slabs, 0, envOptions+"="+string(opts)) {
+					t.Fatalf("the child finished before slab %d", slabs)
+				}
+				if _, err := runPlan(plan(t, tc.src, o), out, convert.RunOptions{Workers: 2, Existing: convert.Resume}); err != nil {
+					t.Fatalf("resume after %d slabs: %v", slabs, err)
+				}
+				sameFiles(t, fmt.Sprintf("single run vs killed after %d slabs and resumed", slabs), want, outputFiles(t, out))
+			}
 			for _, n := range []int{2, 3} {
 				out := filepath.Join(t.TempDir(), "split")
 				runParts(t, tc.src, o, "", out, n)
