@@ -34,12 +34,12 @@ func TestGoldenFP4(t *testing.T) {
 		o             convert.Options
 		files, report string
 	}{
-		{"glm4-nvfp4-rtn", glm, convert.Options{DecodeFormat: nv, Method: rtn}, "5c4a80f0f40da471", "4bab196233931211"},
-		{"glm4-nvfp4-mse", glm, convert.Options{DecodeFormat: nv, Method: mse}, "feca24235df92f0a", "1a78c59a67d6e756"},
-		{"glm4-mxfp4-rtn", glm, convert.Options{DecodeFormat: mx, Method: rtn}, "f91308ae2d59597c", "4992fa47dfd6a40b"},
-		{"glm4-mxfp4-mse", glm, convert.Options{DecodeFormat: mx, Method: mse}, "32b5e4300f26e5aa", "138e0e5ac4a71b50"},
-		{"deepseek-nvfp4-mse-densefp8", ds, convert.Options{DecodeFormat: nv, Method: mse, DecodeDense: convert.DenseFP8}, "eee5ba2bc7c45a62", "335f6cf5e64ad14e"},
-		{"deepseek-mxfp4-rtn", ds, convert.Options{DecodeFormat: mx, Method: rtn, Only: convert.KindDecode}, "9b6ea155157487fc", "50ae0489a9002587"},
+		{"glm4-nvfp4-rtn", glm, convert.Options{DecodeFormat: nv, Method: rtn}, "5c4a80f0f40da471", "bef0b1cfa78e13ad"},
+		{"glm4-nvfp4-mse", glm, convert.Options{DecodeFormat: nv, Method: mse}, "feca24235df92f0a", "49ea280e34994e46"},
+		{"glm4-mxfp4-rtn", glm, convert.Options{DecodeFormat: mx, Method: rtn}, "f91308ae2d59597c", "98cdba20caaa8f66"},
+		{"glm4-mxfp4-mse", glm, convert.Options{DecodeFormat: mx, Method: mse}, "32b5e4300f26e5aa", "5d7637046ddd74a8"},
+		{"deepseek-nvfp4-mse-densefp8", ds, convert.Options{DecodeFormat: nv, Method: mse, DecodeDense: convert.DenseFP8}, "eee5ba2bc7c45a62", "ce669ad72ad66601"},
+		{"deepseek-mxfp4-rtn", ds, convert.Options{DecodeFormat: mx, Method: rtn, Only: convert.KindDecode}, "9b6ea155157487fc", "c312b41db1aaac82"},
 		{"bands-fp8block-nvfp4-mse", bands["fp8block"], convert.Options{DecodeFormat: nv, Method: mse}, "c14f3970bdaeee7c", "e4573770a4d1e677"},
 		{"bands-f16-mxfp4-mse", bands["f16"], convert.Options{DecodeFormat: mx, Method: mse}, "796cf59970224722", "0901fa6f6d1bd1ee"},
 	} {

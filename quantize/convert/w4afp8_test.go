@@ -62,7 +62,7 @@ func TestW4AFP8(t *testing.T) {
 	if got, want := hashFiles(files), "bf078aa4b5c17de9"; got != want {
 		t.Errorf("checkpoint files hash %s, want %s", got, want)
 	}
-	if got, want := hashFiles(map[string][]byte{"report.json": report}), "44490ac9e0236e9e"; got != want {
+	if got, want := hashFiles(map[string][]byte{"report.json": report}), "314c56a53fc50328"; got != want {
 		t.Errorf("report.json hash %s, want %s", got, want)
 	}
 }
