@@ -15,7 +15,7 @@ import (
 // projections of one expert share one (the engines run them as one w13 GEMM and vLLM keeps only
 // the first): before either is encoded, the absolute maximum of both must be known. A run finds
 // it when the first slab of either needs it, by reading both weights from the source once more
-// in chunks of a few MiB (memory stays bounded), and keeps it for the other. The maximum of a
+// in chunks of about a MiB (memory stays bounded), and keeps it for the other. The maximum of a
 // set of values does not depend on the order they are read in, so every run, resumed run,
 // worker count and part of a split conversion writes the same scale.
 
@@ -85,13 +85,20 @@ func siblingOf(name string) string {
 	return ""
 }
 
-// globalChunkElems bounds the values a global-scale pass decodes at once.
-const globalChunkElems = 1 << 20
+// globalChunkElems bounds the values a global-scale pass decodes at once (an FP8 source with
+// block scales: at least one block row): a worker finding a global scale holds about 1.5 MiB
+// (up to 128 rows of an FP8 source) beside its slab, outside the run's memory budget (taking
+// from the budget there could wait on the slabs the workers hold).
+const globalChunkElems = 256 << 10
 
-// sourceAbsMax reads module m's weight from the source in chunks of whole FP8 block rows,
-// decodes each and returns the largest |value|. NaN and ±Inf are refused, naming the element.
+// sourceAbsMax reads module m's weight from the source in chunks (of whole block rows for FP8
+// block scales), decodes each and returns the largest |value|. NaN and ±Inf are refused,
+// naming the element.
 func sourceAbsMax(ctx context.Context, p *Plan, m *Module) (float32, error) {
-	step := max(FP8BlockSize, (globalChunkElems/max(m.Cols, 1))/FP8BlockSize*FP8BlockSize)
+	step := max(1, globalChunkElems/max(m.Cols, 1))
+	if m.Scale != nil && !isChannelScale(m) { // block scales: whole block rows
+		step = max(FP8BlockSize, step/FP8BlockSize*FP8BlockSize)
+	}
 	var (
 		raw  []byte
 		vals []float32
