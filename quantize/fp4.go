@@ -154,3 +154,127 @@ func (m *Metrics) AddFP4(ref []float32, q *FP4Result, baseIndex int64) error {
 	m.Merge(metricsOf(s))
 	return nil
 }
+
+// FP4Bands quantizes a slab to NVFP4 or MXFP4 one band of rows at a time, each band's values
+// given while they are in cache, and measures each band as soon as it is quantized: Begin, Add
+// for consecutive bands in row order, End (a whole slab is one band). dst holds what
+// QuantizeFP4 gives for the whole slab and the error added to m is Metrics.AddFP4's, bit for
+// bit, however the slab is cut. It runs on one goroutine (opt.Workers is not used); NVFP4 needs
+// opt.Global (the tensor's, or shared by gate and up: NVFP4Global).
+type FP4Bands struct {
+	dst    *FP4Result
+	search kernels.Search
+	first  int // opt.FirstRow
+	next   int // the slab's row the next band starts at
+	acc    kernels.ErrAccumulator
+	stats  []kernels.GroupStats
+	scales []float32 // the effective group scales of a band, reused
+	sums   statSums
+}
+
+// Begin starts a slab of rows×cols values quantized into dst (whose storage it reuses).
+func (b *FP4Bands) Begin(dst *FP4Result, rows, cols int, opt FP4Options) error {
+	search := kernels.SearchMSE
+	switch opt.Method {
+	case "", MethodMSE:
+	case MethodRTN:
+		search = kernels.SearchRTN
+	default:
+		return fmt.Errorf("quantize: FP4 method %q (want %q or %q): %w", opt.Method, MethodMSE, MethodRTN, ErrInvalidOptions)
+	}
+	g := 0
+	switch opt.Format {
+	case PackedNVFP4:
+		g = kernels.NVFP4GroupSize
+		if !(opt.Global >= kernels.NVFP4MinGlobal && opt.Global <= kernels.NVFP4MaxGlobal) {
+			return fmt.Errorf("quantize: NVFP4 global scale %v: %w", opt.Global, ErrInvalidOptions)
+		}
+	case PackedMXFP4:
+		g = kernels.MXFP4GroupSize
+	default:
+		return fmt.Errorf("quantize: %s is not an FP4 output format: %w", opt.Format, ErrInvalidOptions)
+	}
+	if rows < 0 || cols <= 0 || cols%g != 0 {
+		return badShape("%s slab of %d×%d (columns a multiple of %d)", opt.Format, rows, cols, g)
+	}
+	*dst = FP4Result{Format: opt.Format, Rows: rows, Cols: cols, GroupSize: g,
+		Packed: resize(dst.Packed, rows*cols/2), Scales: resize(dst.Scales, rows*cols/g)}
+	if opt.Format == PackedNVFP4 {
+		dst.Global = opt.Global
+	}
+	*b = FP4Bands{dst: dst, search: search, first: opt.FirstRow, stats: b.stats, scales: b.scales}
+	return nil
+}
+
+// Add quantizes and measures the slab's next n rows, whose values w holds.
+func (b *FP4Bands) Add(ctx context.Context, w []float32, n int) error {
+	res := b.dst
+	cols, g := res.Cols, res.GroupSize
+	if n < 0 || b.next+n > res.Rows || len(w) != n*cols {
+		return badShape("FP4 band of %d elements at row %d, want %d×%d within %d rows", len(w), b.next, n, cols, res.Rows)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r0, gpr := b.next, cols/g
+	out := kernels.FP4Out{
+		Packed: res.Packed[r0*cols/2 : (r0+n)*cols/2],
+		Scales: res.Scales[r0*gpr : (r0+n)*gpr],
+	}
+	b.stats = resize(b.stats, n*gpr)
+	out.Stats = b.stats
+	var err error
+	if res.Format == PackedNVFP4 {
+		err = kernels.QuantizeNVFP4(out, w, n, cols, res.Global, b.search)
+	} else {
+		err = kernels.QuantizeMXFP4(out, w, n, cols, b.search)
+	}
+	if err != nil {
+		return kernelErr(kernels.CPU{}, err, b.first+r0, cols)
+	}
+	b.sums.add(out.Stats) // bands in order: the slab's row-major order
+	b.scales = resize(b.scales, len(out.Scales))
+	if res.Format == PackedNVFP4 {
+		kernels.NVFP4Scales(b.scales, out.Scales, res.Global)
+	} else {
+		kernels.MXFP4Scales(b.scales, out.Scales)
+	}
+	if err := b.acc.AddFP4(w, out.Packed, b.scales, n, cols, g); err != nil {
+		return fmt.Errorf("quantize: FP4 error sums: %w: %w", ErrBadShape, err)
+	}
+	b.next += n
+	return nil
+}
+
+// End completes the slab: the result's sums, and its error added to m (element i reported as
+// baseIndex+i). Every row must have been added.
+func (b *FP4Bands) End(m *Metrics, baseIndex int64) error {
+	if b.next != b.dst.Rows {
+		return badShape("FP4 slab ended after %d of its %d rows", b.next, b.dst.Rows)
+	}
+	t := b.sums
+	b.dst.SumSq, b.dst.SumSqErr, b.dst.RTNSumSqErr, b.dst.Clipped = t.sumSq, t.sumSqErr, t.rtnErr, t.clipped
+	m.Merge(metricsOf(b.acc.Result(baseIndex)))
+	return nil
+}
+
+// DequantizeFP4 writes into dst (rows×cols) the values of an NVFP4 (global scale global) or
+// MXFP4 (global ignored) slab as stored: packed E2M1 codes and one scale code per group. Lengths
+// that do not fit give ErrBadShape.
+func DequantizeFP4(dst []float32, f PackedFormat, packed, scales []byte, global float32, rows, cols int) error {
+	s := make([]float32, len(scales))
+	g := kernels.MXFP4GroupSize
+	switch f {
+	case PackedNVFP4:
+		g = kernels.NVFP4GroupSize
+		kernels.NVFP4Scales(s, scales, global)
+	case PackedMXFP4:
+		kernels.MXFP4Scales(s, scales)
+	default:
+		return fmt.Errorf("quantize: %s is not an FP4 format: %w", f, ErrInvalidOptions)
+	}
+	if err := kernels.DequantizeFP4(dst, packed, s, rows, cols, g); err != nil {
+		return fmt.Errorf("quantize: %w: %w", ErrBadShape, err)
+	}
+	return nil
+}

@@ -18,7 +18,7 @@ func CheckW4AFP8Experts(hidden, interPerRank int) error {
 		n    int
 	}{{"hidden size", hidden}, {"expert intermediate size per tensor-parallel rank", interPerRank}} {
 		if d.n <= 0 || d.n%256 != 0 {
-			return badShape("W4AFP8 experts need a %s divisible by 256 (vLLM's W4A8 MoE kernels), have %d", d.name, d.n)
+			return badShape("W4AFP8 experts need the %s divisible by 256 (vLLM's W4A8 MoE kernels), have %d", d.name, d.n)
 		}
 	}
 	return nil

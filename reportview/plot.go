@@ -163,7 +163,7 @@ func (s scale) At(v float64) (color.Color, error) {
 
 var (
 	missingColour = color.NRGBA{R: 0xe2, G: 0xe2, B: 0xea, A: 0xff} // a bluish grey that anti-aliased text never makes
-	histColours   = []color.NRGBA{{0x3b, 0x6e, 0xa8, 0xff}, {0xd0, 0x7a, 0x2c, 0xff}, {0x4f, 0x9a, 0x5a, 0xff}, {0x8e, 0x5a, 0xa8, 0xff}}
+	histColours   = []color.NRGBA{{0x3b, 0x6e, 0xa8, 0xff}, {0xd0, 0x7a, 0x2c, 0xff}, {0x4f, 0x9a, 0x5a, 0xff}, {0x8e, 0x5a, 0xa8, 0xff}, {0xb8, 0x3b, 0x5e, 0xff}}
 )
 
 func mapPlot(hp *heatPanel, cmap palette.ColorMap, delta bool) *plot.Plot {
@@ -244,6 +244,8 @@ func histColour(scheme string) color.Color {
 		return histColours[1]
 	case report.FamilyDense:
 		return histColours[2]
+	case report.FamilyFP4:
+		return histColours[4]
 	}
 	return histColours[3]
 }

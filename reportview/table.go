@@ -49,7 +49,11 @@ func describeReport(rep *report.Report) string {
 		if o.GroupSize > 0 {
 			g = fmt.Sprintf("g%d", o.GroupSize)
 		}
-		parts = append(parts, fmt.Sprintf("int4 %s %s", g, o.Method))
+		format := "int4"
+		if o.DecodeFormat != "" {
+			format = o.DecodeFormat
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s", format, g, o.Method))
 	}
 	if rep.Device != "" {
 		parts = append(parts, "device "+rep.Device)

@@ -52,7 +52,20 @@ func newConvertCmd() *cobra.Command {
                    cloned where DIR's file system shares blocks, XFS or btrfs with SRC on it,
                    else written from the bytes read for the conversion; --prefill-mode)
   DIR/decode/      routed experts as group-wise INT4 in the compressed-tensors pack-quantized
-                   layout, the rest BF16 (or FP8 with --decode-dense fp8); loads in vLLM and SGLang
+                   layout, the rest BF16 (or FP8 with --decode-dense fp8); loads in vLLM and SGLang;
+                   --decode-format picks another format for the routed experts:
+                     int4    pack-quantized, --group-size 32 (default), 64, 128 or per channel;
+                             Hopper and Blackwell, vLLM and SGLang
+                     nvfp4   nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale
+                             shared by an expert's gate and up; Blackwell's FP4 tensor cores
+                             (vLLM, SGLang), and vLLM on Hopper through Marlin (weight-only)
+                     mxfp4   mxfp4-pack-quantized: E2M1, power-of-two scale per 32 (engine
+                             support not checked by pdq)
+                     w4afp8  INT4 g128 declaring dynamic per-token FP8 activations: vLLM's
+                             W4A8 kernels, SM90 (Hopper) only; shapes they refuse are refused
+                   nvfp4, mxfp4 and w4afp8 fix their groups (16, 32, 128): leave --group-size out
+                   (one that says otherwise is refused). --method rtn is the compressed-tensors
+                   rule of each format, mse (default) the scale search.
   DIR/report.json  per-tensor RMSE, relative RMSE, SQNR, max error and cosine of every quantized
                    tensor, measured on the bytes written; read it with pdq report
 
@@ -81,6 +94,7 @@ set in use.`,
 		Example: `  pdq convert /models/GLM-5-FP8 --out /data/glm5-pd
   pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
   pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18
+  pdq convert /models/GLM-5-FP8 --out /data/glm5-nvfp4 --decode-format nvfp4 --only decode
   pdq convert /models/GLM-5-FP8 --out /shared/g5 --part 2/8    # on 8 machines, one part each
   pdq convert /models/GLM-5-FP8 --out /shared/g5 --merge       # then once, after all 8
   pdq-cuda convert /models/GLM-5 --out /data/g5 --device cuda:0,1  # GPUs 0 and 1 (pdq-cuda: make build-cuda)`,
@@ -110,7 +124,7 @@ set in use.`,
 	fl.BoolVar(&o.force, "force", false, "start over in a non-empty DIR, deleting earlier outputs")
 	fl.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar and no summary")
 	fl.BoolVar(&o.asJSON, "json", false, "print a JSON summary (the report without the per-tensor rows)")
-	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any INT4 tensor's SQNR (dB) is below this")
+	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any tensor of the decode format (INT4, NVFP4, MXFP4 or W4AFP8) has an SQNR (dB) below this")
 	o.split.add(fl)
 	fl.StringVar(&o.device, "device", "auto", "compute device: auto (every GPU when there is one, else the CPU), cpu, cuda (every GPU; CUDA_VISIBLE_DEVICES applies) or cuda:0,3 (some); GPUs need a build with make build-cuda")
 	return cmd
@@ -248,18 +262,20 @@ func resumeCounts(ri convert.ResumeInfo) string {
 	return s
 }
 
-// checkSQNRFloor fails when an INT4 tensor is below the floor, listing the offenders.
+// checkSQNRFloor fails when a tensor of a 4-bit decode format (INT4, W4AFP8, NVFP4, MXFP4) is
+// below the floor, listing the offenders.
 func checkSQNRFloor(rep *report.Report, floor float64) error {
 	var bad []report.TensorReport
 	for _, t := range rep.Tensors {
-		if t.Scheme == string(convert.SchemeInt4) && float64(t.SQNR) < floor {
+		f := report.Info(report.Scheme(t.Scheme)).Family
+		if (f == report.FamilyInt4 || f == report.FamilyFP4) && float64(t.SQNR) < floor {
 			bad = append(bad, t)
 		}
 	}
 	if len(bad) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("%d INT4 tensor(s) below %.2f dB SQNR:", len(bad), floor)
+	msg := fmt.Sprintf("%d 4-bit tensor(s) below %.2f dB SQNR:", len(bad), floor)
 	for i, t := range bad {
 		if i == 10 {
 			msg += fmt.Sprintf("\n  ... and %d more (see report.json)", len(bad)-10)

@@ -27,6 +27,7 @@ var hints = []struct {
 	{errNoSpace, "free some space there or give an --out on a larger disk (pdq plan SRC shows each output's size)"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
 	{convert.ErrQuantizedSource, "pdq cannot requantize INT4 weights and no option changes that: give the model's BF16 or FP8 original as SRC (pdq inspect SRC names a checkpoint's layout)"},
+	{convert.ErrW4AFP8Shape, "vLLM's W4A8 kernels take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{engines.ErrNoConfig, "the engines build the model from config.json: put the model's config.json beside the weights (pdq convert --config FILE writes it into its outputs)"},
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no INT4 module"},

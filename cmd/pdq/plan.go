@@ -131,11 +131,15 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 		fmt.Fprintf(tw, "prefill/\t%d shard(s), %s\t%s (%.1f%% of input)\n", s.PrefillShards, how, formatBytes(s.PrefillBytes), pct(s.PrefillBytes, s.InputBytes))
 	}
 	if p.Output(convert.KindDecode) != nil {
-		group := fmt.Sprintf("g%d", f.groupSize)
-		if f.groupSize == 0 {
+		group := fmt.Sprintf("g%d", p.Options.GroupSize)
+		if p.Options.GroupSize == convert.PerChannel {
 			group = "per-channel"
 		}
-		fmt.Fprintf(tw, "decode/\t%d shard(s), INT4 %s %s experts, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, group, f.method, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
+		format := strings.ToUpper(string(p.Options.DecodeFormat))
+		if format == "" {
+			format = "INT4"
+		}
+		fmt.Fprintf(tw, "decode/\t%d shard(s), %s %s %s experts, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, format, group, f.method, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
 	}
 	tw.Flush()
 	if s.PrefillCopy {

@@ -34,12 +34,16 @@ type planFlags struct {
 	calibDamp     float64
 	config        string
 	noInt4OK      bool
+	decodeFormat  string
+	fl            *pflag.FlagSet // to tell a --group-size given from its default
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.IntVar(&f.groupSize, "group-size", 32, "INT4 group size along the input dimension: 32, 64, 128, or 0 for one scale per output channel")
-	fl.StringVar(&f.method, "method", "mse", "INT4 scale method: mse (search for the scale with the least squared error, then refine) or rtn (absmax/7.5, the compressed-tensors rule)")
+	f.fl = fl
+	fl.StringVar(&f.decodeFormat, "decode-format", "int4", decodeFormatHelp)
+	fl.IntVar(&f.groupSize, "group-size", 32, "INT4 group size along the input dimension: 32, 64, 128, or 0 for one scale per output channel (nvfp4, mxfp4 and w4afp8 fix theirs: 16, 32, 128)")
+	fl.StringVar(&f.method, "method", "mse", "scale method of the decode format: mse (search for the scale with the least squared error; INT4 then refines) or rtn (the compressed-tensors rule: INT4 absmax/7.5, FP4 as the library quantizes)")
 	fl.BoolVar(&f.signedScales, "signed-scales", false, "EXPERIMENTAL: Q4_0-style signed scales (the extreme value lands on -8); untested in the engines' kernels")
 	fl.StringVar(&f.targets, "targets", convert.DefaultTargets, "regex over module names: the Linear modules quantized to INT4 in the decode checkpoint")
 	showRawDefault(fl, "targets")
@@ -57,9 +61,22 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.onUnsupported, "on-unsupported", "error", "a target that cannot be quantized (shape not divisible by the group): error, or skip (keep it dense and list it in the report)")
 }
 
+// decodeFormatHelp is the help of --decode-format: which GPUs and engines each format suits.
+const decodeFormatHelp = `routed experts' format in the decode checkpoint: int4 (compressed-tensors pack-quantized, BF16 scale per --group-size; vLLM and SGLang on Hopper and Blackwell), nvfp4 (nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale shared by gate and up; Blackwell natively, vLLM also on Hopper through Marlin), mxfp4 (mxfp4-pack-quantized: E2M1, power-of-two scale per 32; engine support not checked by pdq) or w4afp8 (INT4 g128 with dynamic per-token FP8 activations: vLLM on SM90 only). nvfp4, mxfp4 and w4afp8 have fixed groups (16, 32, 128): a --group-size saying otherwise is refused`
+
+// groupSizeGiven reports whether --group-size was given on the command line.
+func (f *planFlags) groupSizeGiven() bool {
+	return f.fl != nil && f.fl.Changed("group-size")
+}
+
 func (f *planFlags) options() convert.Options {
+	group := groupOption(f.groupSize)
+	if f.decodeFormat != "" && f.decodeFormat != string(convert.DecodeInt4) && !f.groupSizeGiven() {
+		group = 0 // the format's own
+	}
 	return convert.Options{
-		GroupSize: groupOption(f.groupSize), Method: quantize.Method(f.method), SignedScales: f.signedScales,
+		DecodeFormat: convert.DecodeFormat(f.decodeFormat),
+		GroupSize:    group, Method: quantize.Method(f.method), SignedScales: f.signedScales,
 		Targets: f.targets, Ignore: f.ignore, DecodeDense: convert.DenseForm(f.decodeDense), Only: convert.OutputKind(f.only),
 		MaxShardSize: f.maxShardSize, OnUnsupported: convert.Unsupported(f.onUnsupported),
 		CalibMethod: f.calibMethod, CalibActOrder: f.calibActOrder, CalibDamp: f.calibDamp,
@@ -71,6 +88,12 @@ func (f *planFlags) options() convert.Options {
 func (f *planFlags) check() error {
 	if strings.EqualFold(strings.TrimSpace(f.method), "gptq") {
 		return usagef("--method gptq: GPTQ needs calibration statistics: give --calib FILE --calib-method gptq (--method picks the scale search, mse or rtn)")
+	}
+	if fixed := convert.DecodeFormat(f.decodeFormat).FixedGroup(); fixed != 0 {
+		if f.groupSizeGiven() && f.groupSize != fixed {
+			return usagef("--group-size %d: --decode-format %s has groups of %d: leave --group-size out (or give %d)", f.groupSize, f.decodeFormat, fixed, fixed)
+		}
+		return nil
 	}
 	if f.groupSize >= 0 && quantize.CheckGroupSize(f.groupSize) == nil { // 0 is per channel here
 		return nil

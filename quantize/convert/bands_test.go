@@ -87,7 +87,7 @@ func varyScales(ts []raw) []raw {
 // the decode output, either output alone).
 func TestBandsAsWholeSlabs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("22 conversions of 10 MiB checkpoints, each both ways")
+		t.Skip("30 conversions of 10 MiB checkpoints, each both ways")
 	}
 	opts := map[string]convert.Options{
 		"rtn-g32":          {GroupSize: 32, Method: quantize.MethodRTN},
@@ -96,6 +96,8 @@ func TestBandsAsWholeSlabs(t *testing.T) {
 		"rtn-g64-densefp8": {GroupSize: 64, Method: quantize.MethodRTN, DecodeDense: convert.DenseFP8},
 		"rtn-decode-only":  {GroupSize: 32, Method: quantize.MethodRTN, Only: convert.KindDecode},
 		"prefill-only":     {GroupSize: 32, Method: quantize.MethodRTN, Only: convert.KindPrefill},
+		"nvfp4-mse":        {DecodeFormat: convert.DecodeNVFP4, Method: quantize.MethodMSE},
+		"mxfp4-rtn":        {DecodeFormat: convert.DecodeMXFP4, Method: quantize.MethodRTN, Only: convert.KindDecode},
 	}
 	for name, src := range bandSources(t) {
 		for oname, o := range opts {

@@ -13,8 +13,8 @@ import (
 
 // TestDeviceEmulated: conversions on the CUDA backend's host code over the emulated kernels
 // (make test-cuda-emu), served as one and as three devices, write the CPU's bytes: BF16, F16
-// and FP8-block sources, and the weighted search and GPTQ with statistics, which then run on the
-// devices too.
+// and FP8-block sources, the weighted search and GPTQ with statistics, which then run on the
+// devices too, and the FP4 formats.
 func TestDeviceEmulated(t *testing.T) {
 	stats := filepath.Join(t.TempDir(), "stats.safetensors")
 	writeStats(t, glm4Source(t), stats, 1, 0)
@@ -30,6 +30,9 @@ func TestDeviceEmulated(t *testing.T) {
 			CalibMethod: convert.CalibWeighted}},
 		{"gptq", glm4Source(t), convert.Options{GroupSize: 32, MaxShardSize: 1 << 20, Calib: openStats(t, stats),
 			CalibMethod: convert.CalibGPTQ, CalibActOrder: true}},
+		// No device runs the FP4 loops: their encoders take the device's decoded slabs on the CPU.
+		{"nvfp4-fp8", deepseekSource(t), convert.Options{DecodeFormat: convert.DecodeNVFP4, MaxShardSize: 1 << 20}},
+		{"mxfp4-bf16", glm4Source(t), convert.Options{DecodeFormat: convert.DecodeMXFP4, MaxShardSize: 1 << 20}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

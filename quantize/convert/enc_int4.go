@@ -23,7 +23,7 @@ func init() { register(int4Encoding{}) }
 func (int4Encoding) Scheme() Scheme { return SchemeInt4 }
 
 func (int4Encoding) Bind(m *Module, kind OutputKind, o *Options) Bound {
-	return &int4Bound{m: m, kind: kind, o: o, group: o.group(m.Cols)}
+	return &int4Bound{scheme: SchemeInt4, m: m, kind: kind, o: o, group: o.group(m.Cols)}
 }
 
 // unfit: the in features must fill whole groups and whole packed words.
@@ -55,15 +55,16 @@ func (int4Encoding) ctGroup(o *Options) (key, format string, group map[string]an
 	}
 }
 
-// int4Bound is INT4 bound to one module.
+// int4Bound is INT4 bound to one module (W4AFP8's tensors too).
 type int4Bound struct {
-	m     *Module
-	kind  OutputKind
-	o     *Options
-	group int // the group width in columns (Cols per channel)
+	scheme Scheme // SchemeInt4 or SchemeW4AFP8
+	m      *Module
+	kind   OutputKind
+	o      *Options
+	group  int // the group width in columns (Cols per channel)
 }
 
-func (b *int4Bound) Scheme() Scheme { return SchemeInt4 }
+func (b *int4Bound) Scheme() Scheme { return b.scheme }
 
 func (b *int4Bound) Specs() []safetensors.TensorSpec {
 	n, k := int64(b.m.Rows), int64(b.m.Cols)

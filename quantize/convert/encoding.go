@@ -99,6 +99,20 @@ type fitter interface {
 	unfit(m *Module, o *Options) string
 }
 
+// refuser is implemented by the encodings whose refusals have a sentinel of their own (wrapping
+// ErrUnsupported).
+type refuser interface {
+	refusal() error
+}
+
+// refusal is the sentinel a refusal of scheme s wraps: the encoding's own, or ErrUnsupported.
+func refusal(s Scheme) error {
+	if r, ok := encodings[s].(refuser); ok {
+		return r.refusal()
+	}
+	return ErrUnsupported
+}
+
 // unfit says why module m cannot take scheme s under options o ("" when it can).
 func unfit(m *Module, s Scheme, o *Options) string {
 	if f, ok := encodings[s].(fitter); ok {
@@ -146,4 +160,36 @@ func (p *Plan) bindAll() {
 			m.bound[i] = bind(m, kind, &p.Options)
 		}
 	}
+}
+
+// groupReader is implemented by the decode formats whose config group in an output's
+// config.json says more than INT4's (verify rebuilds the options from it).
+type groupReader interface {
+	// readGroup reports whether config group g is the encoding's, and sets what it says in o.
+	readGroup(g map[string]any, o *Options) bool
+}
+
+// readGroup lets the encodings recognise config group g of an output, setting o.
+func readGroup(g map[string]any, o *Options) {
+	for _, f := range DecodeFormats {
+		if r, ok := encodings[(&Options{DecodeFormat: f}).targetScheme()].(groupReader); ok && r.readGroup(g, o) {
+			return
+		}
+	}
+}
+
+// isDecodeFormat reports whether format, the top-level format of a compressed-tensors
+// quantization_config, is one a decode output of pdq has: a decode format's or mixed-precision.
+func isDecodeFormat(format string) bool {
+	if format == "mixed-precision" {
+		return true
+	}
+	for _, f := range DecodeFormats {
+		if g, ok := encodings[(&Options{DecodeFormat: f}).targetScheme()].(ctGrouped); ok {
+			if _, name, _ := g.ctGroup(&Options{DecodeFormat: f}); name == format {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -10,7 +10,7 @@ import (
 // TestEncodingsTable checks the table: every scheme a report names has one encoding, registered
 // under its own name, and binding keeps the name.
 func TestEncodingsTable(t *testing.T) {
-	for _, s := range []Scheme{SchemeCopy, SchemeInt4, SchemeFP8Block, SchemeFP8Keep, SchemeBF16} {
+	for _, s := range []Scheme{SchemeCopy, SchemeInt4, SchemeFP8Block, SchemeFP8Keep, SchemeBF16, SchemeNVFP4, SchemeMXFP4, SchemeW4AFP8} {
 		e, ok := encodings[s]
 		if !ok {
 			t.Fatalf("scheme %q has no encoding", s)
@@ -24,8 +24,8 @@ func TestEncodingsTable(t *testing.T) {
 			t.Fatalf("%q bound calls itself %q", s, b.Scheme())
 		}
 	}
-	if len(encodings) != 5 {
-		t.Fatalf("%d encodings registered, the test knows 5: add the new one above", len(encodings))
+	if len(encodings) != 8 {
+		t.Fatalf("%d encodings registered, the test knows 8: add the new one above", len(encodings))
 	}
 }
 
@@ -47,6 +47,11 @@ func TestStoredBytesMatchesPlan(t *testing.T) {
 		{SchemeFP8Keep, KindDecode, 300, 200, 32, 0, safetensors.F8E4M3},
 		{SchemeBF16, KindDecode, 1536, 7168, 32, 0, safetensors.F8E4M3},
 		{SchemeCopy, KindDecode, 100, 64, 32, 0, safetensors.F32},
+		{SchemeNVFP4, KindDecode, 256, 128, 16, 16, safetensors.BF16},
+		{SchemeNVFP4, KindDecode, 2048, 7168, 16, 16, safetensors.F8E4M3},
+		{SchemeMXFP4, KindDecode, 256, 128, 32, 32, safetensors.BF16},
+		{SchemeMXFP4, KindDecode, 2048, 7168, 32, 32, safetensors.F8E4M3},
+		{SchemeW4AFP8, KindDecode, 2048, 7168, 128, 128, safetensors.F8E4M3},
 	} {
 		t.Run(string(tc.scheme)+"/"+string(tc.kind), func(t *testing.T) {
 			w := &safetensors.Tensor{TensorInfo: safetensors.TensorInfo{Name: "m.weight", DType: tc.dtype, Shape: []int64{int64(tc.rows), int64(tc.cols)}}}

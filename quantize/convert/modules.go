@@ -152,7 +152,7 @@ func (p *Plan) chooseSchemes(m *Module, targets, ignore *regexp.Regexp, fp8Sourc
 		decode = o.targetScheme()
 		if why := unfit(m, decode, &o); why != "" {
 			if o.OnUnsupported != UnsupportedSkip {
-				return fmt.Errorf("convert: %s: tensor %q: %w: %s", m.Weight.Shard.Name, m.Weight.Name, ErrUnsupported, why)
+				return fmt.Errorf("convert: %s: tensor %q: %w: %s", m.Weight.Shard.Name, m.Weight.Name, refusal(decode), why)
 			}
 			m.Skipped = why
 			p.Skipped = append(p.Skipped, m.Name+": "+why)

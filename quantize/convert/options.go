@@ -139,12 +139,44 @@ func (o *Options) targetScheme() Scheme {
 	return SchemeInt4
 }
 
+// FixedGroup is the group size decode format f fixes (NVFP4 16, MXFP4 32, W4AFP8 128), 0 when
+// Options.GroupSize chooses it (INT4).
+func (f DecodeFormat) FixedGroup() int {
+	switch f {
+	case DecodeNVFP4:
+		return 16
+	case DecodeMXFP4:
+		return 32
+	case DecodeW4AFP8:
+		return quantize.W4AFP8GroupSize
+	}
+	return 0
+}
+
+// fixedGroup is the group size the decode format fixes, 0 when Options.GroupSize chooses it.
+func (o *Options) fixedGroup() int { return o.decodeFormat().FixedGroup() }
+
+// formatGroup sets the group size unset (0) to the decode format's, and refuses one that
+// contradicts a format with fixed groups.
+func (o *Options) formatGroup() error {
+	fixed := o.fixedGroup()
+	switch {
+	case o.GroupSize == 0 && fixed != 0:
+		o.GroupSize = fixed
+	case o.GroupSize == 0:
+		o.GroupSize = DefaultGroupSize
+	case fixed != 0 && o.GroupSize != fixed:
+		return fmt.Errorf("%w: group size %d, but decode format %s has groups of %d", ErrBadOptions, o.GroupSize, o.decodeFormat(), fixed)
+	}
+	return nil
+}
+
 // group returns the group length for a module with cols input features.
 func (o *Options) group(cols int) int { return quantize.GroupWidth(o.GroupSize, cols) }
 
 func (o *Options) defaults() error {
-	if o.GroupSize == 0 {
-		o.GroupSize = DefaultGroupSize
+	if err := o.formatGroup(); err != nil {
+		return err
 	}
 	if o.Method == "" {
 		o.Method = quantize.Method("mse")
@@ -165,7 +197,7 @@ func (o *Options) defaults() error {
 		o.DecodeFormat = "" // the zero value: INT4 plans keep their IDs
 	}
 	switch {
-	case quantize.CheckGroupSize(o.GroupSize) != nil:
+	case o.fixedGroup() == 0 && quantize.CheckGroupSize(o.GroupSize) != nil:
 		return fmt.Errorf("%w: group size %d (want 32, 64 or 128, or per channel)", ErrBadOptions, o.GroupSize)
 	case o.DecodeDense != DenseBF16 && o.DecodeDense != DenseFP8:
 		return fmt.Errorf("%w: decode dense %q (want bf16 or fp8)", ErrBadOptions, o.DecodeDense)
@@ -179,6 +211,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: on-unsupported %q (want error or skip)", ErrBadOptions, o.OnUnsupported)
 	case o.Method.Check() != nil:
 		return fmt.Errorf("%w: %v", ErrBadOptions, o.Method.Check())
+	case o.SignedScales && o.targetScheme() != SchemeInt4:
+		return fmt.Errorf("%w: signed scales are an INT4 option, not one of decode format %s", ErrBadOptions, o.decodeFormat())
+	case o.Calib != nil && o.targetScheme() != SchemeInt4:
+		return fmt.Errorf("%w: calibration statistics apply to INT4 only, not to decode format %s", ErrBadOptions, o.decodeFormat())
 	case o.SignedScales && o.Method != "mse":
 		return fmt.Errorf("%w: signed scales need the mse method, not %q", ErrBadOptions, o.Method)
 	}

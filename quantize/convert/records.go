@@ -91,7 +91,7 @@ func (r *runner) report() *report.Report {
 	rep := &report.Report{
 		Tool: r.ro.Tool, Source: p.Source.Dir, SourceLayout: p.Layout, Device: r.ro.Device,
 		InputBytes: p.InputBytes(), Skipped: p.Skipped, Warnings: p.Warnings,
-		Options: report.Options{GroupSize: p.Options.GroupSize, Method: string(p.Options.Method), SignedScales: p.Options.SignedScales,
+		Options: report.Options{DecodeFormat: string(p.Options.DecodeFormat), GroupSize: p.Options.GroupSize, Method: string(p.Options.Method), SignedScales: p.Options.SignedScales,
 			Targets: p.Options.Targets, Ignore: p.Options.Ignore, DecodeDense: string(p.Options.DecodeDense), Only: string(p.Options.Only),
 			MaxShardSize: p.Options.MaxShardSize},
 	}

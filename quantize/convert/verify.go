@@ -97,7 +97,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 	for _, t := range out.Tensors() {
 		names[t.Name] = true
 	}
-	if format, _ := qc["format"].(string); method == "compressed-tensors" && format != "pack-quantized" && format != "mixed-precision" {
+	if format, _ := qc["format"].(string); method == "compressed-tensors" && !isDecodeFormat(format) {
 		method = "fp8" // a compressed-tensors FP8 source passed through as the prefill output
 	}
 	switch method {
@@ -107,6 +107,7 @@ func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options
 		groups, _ := qc["config_groups"].(map[string]any)
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
+			readGroup(gm, &o)
 			w, _ := gm["weights"].(map[string]any)
 			if bits, _ := rules.IntOf(w["num_bits"]); bits == 4 {
 				if gs, ok := rules.IntOf(w["group_size"]); ok {

@@ -56,7 +56,7 @@ func compareReport(v *VerifyResult, path string, groupSize int) {
 		}
 		delete(written, t.Tensor)
 		want := t
-		if t.Scheme == string(SchemeInt4) {
+		if f := report.Info(Scheme(t.Scheme)).Family; f == report.FamilyInt4 || f == report.FamilyFP4 { // the decode formats' rows name their group
 			want.GroupSize = groupSize
 		}
 		for _, d := range rowDiffs(want, w) {

@@ -113,6 +113,8 @@ type Report struct {
 
 // Options records the options that shaped the outputs.
 type Options struct {
+	// DecodeFormat is the routed experts' format in the decode output ("" for int4).
+	DecodeFormat string `json:"decode_format,omitempty"`
 	GroupSize    int    `json:"group_size"`
 	Method       string `json:"method"`
 	SignedScales bool   `json:"signed_scales,omitempty"`

@@ -32,6 +32,7 @@ const (
 	FamilyInt4                // INT4 groups
 	FamilyFP8                 // FP8 blocks
 	FamilyDense               // BF16 values
+	FamilyFP4                 // FP4 (E2M1) groups: NVFP4, MXFP4
 )
 
 // SchemeInfo describes one scheme to readers of reports.
@@ -48,17 +49,15 @@ type SchemeInfo struct {
 
 // schemes is the table, one entry per scheme.
 var schemes = map[Scheme]SchemeInfo{
-	SchemeInt4: {Family: FamilyInt4, Quantized: true, Stored: func(t *TensorReport, rows, cols int64) int64 {
-		// Two values per byte, a BF16 scale per group, the 16-byte shape tensor.
-		g := int64(t.GroupSize)
-		if g <= 0 || g > cols {
-			g = cols
-		}
-		groups := int64(0)
-		if g > 0 {
-			groups = rows * (cols / g)
-		}
-		return t.Elements/2 + groups*2 + 16
+	SchemeInt4:   {Family: FamilyInt4, Quantized: true, Stored: int4Stored},
+	SchemeW4AFP8: {Family: FamilyInt4, Quantized: true, Stored: int4Stored}, // INT4 g128 tensors
+	SchemeNVFP4: {Family: FamilyFP4, Quantized: true, Stored: func(t *TensorReport, rows, cols int64) int64 {
+		// Two values per byte, an e4m3 scale per 16, the F32 global scale.
+		return t.Elements/2 + rows*(cols/16) + 4
+	}},
+	SchemeMXFP4: {Family: FamilyFP4, Quantized: true, Stored: func(t *TensorReport, rows, cols int64) int64 {
+		// Two values per byte, an E8M0 exponent per 32.
+		return t.Elements/2 + rows*(cols/32)
 	}},
 	SchemeFP8Block: {Family: FamilyFP8, Quantized: true, Stored: fp8Stored},
 	SchemeFP8Keep:  {Family: FamilyFP8, Stored: fp8Stored},
@@ -68,6 +67,19 @@ var schemes = map[Scheme]SchemeInfo{
 	SchemeCopy: {Family: FamilyOther, Stored: func(t *TensorReport, _, _ int64) int64 {
 		return t.Elements * dtypeBytes(t.SourceDType) // the source's dtype
 	}},
+}
+
+// int4Stored: two values per byte, a BF16 scale per group, the 16-byte shape tensor.
+func int4Stored(t *TensorReport, rows, cols int64) int64 {
+	g := int64(t.GroupSize)
+	if g <= 0 || g > cols {
+		g = cols
+	}
+	groups := int64(0)
+	if g > 0 {
+		groups = rows * (cols / g)
+	}
+	return t.Elements/2 + groups*2 + 16
 }
 
 // fp8Stored: one byte per value and an F32 scale per FP8BlockSize×FP8BlockSize block.
