@@ -47,9 +47,9 @@ func newCompareCmd() *cobra.Command {
 		Short: "Measure INT4, NVFP4 and MXFP4 decode formats side by side on the same tensors, with the room each leaves a decode server",
 		Long: `Compare answers "which decode format for my decode pool": it reads SRC once, quantizes each routed-expert
 weight (the modules pdq convert makes INT4, see --targets) with every format of --formats in memory,
-and prints one row per format: its SQNR over all measured weights and per projection (gate, up,
-down), its worst layer and projection, the bytes of the routed experts and of the whole decode
-checkpoint. With --gpu-memory it adds what pdq plan computes for a decode server holding that
+and prints one row per format: bits per weight (scales included), its SQNR over all measured
+weights and per projection (gate, up, down), its worst layer and projection, the bytes of the
+target modules in that format (targets) and of the whole decode checkpoint (decode/). With --gpu-memory it adds what pdq plan computes for a decode server holding that
 checkpoint: weights per GPU, the KV cache left per GPU and the tokens of context one server holds.
 Nothing is written but the table (and --plot).
 

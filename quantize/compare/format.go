@@ -22,7 +22,7 @@ import (
 // Sentinel errors.
 var (
 	// ErrBadFormat: a format name that is not one of Formats' (or a repeated one).
-	ErrBadFormat = errors.New("compare: unknown decode format")
+	ErrBadFormat = errors.New("unknown decode format")
 	// ErrOptions: options that contradict each other or the source.
 	ErrOptions = errors.New("compare: invalid options")
 	// ErrUnfit: a module's shape that a format cannot take.

@@ -56,7 +56,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, p := range r.Formats[0].Projections {
 		head = append(head, p.Projection)
 	}
-	head = append(head, "worst (layer proj)", "experts", "decode/")
+	head = append(head, "worst layer", "targets", "decode/")
 	if serve {
 		head = append(head, "weights/GPU", "KV/GPU", "tokens/server")
 	}
@@ -66,7 +66,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, p := range s.Projections {
 			row = append(row, db(float64(p.SQNR)))
 		}
-		row = append(row, fmt.Sprintf("%s (%d %s)", db(float64(s.Worst.SQNR)), s.Worst.Layer, s.Worst.Projection),
+		row = append(row, fmt.Sprintf("%s L%d %s", db(float64(s.Worst.SQNR)), s.Worst.Layer, s.Worst.Projection),
 			units.Bytes(s.ExpertBytes), units.Bytes(s.DecodeBytes))
 		if c := s.Serving; c != nil {
 			row = append(row, units.Bytes(c.Weights.PerGPU), units.Bytes(c.KVBytes), strconv.FormatInt(c.Tokens, 10))
