@@ -67,7 +67,7 @@ func TestCompareJSONCSVPlot(t *testing.T) {
 				SQNR float64 `json:"sqnr_db"`
 			} `json:"overall"`
 			Cells       []json.RawMessage `json:"cells"`
-			ExpertBytes int64             `json:"expert_bytes"`
+			TargetBytes int64             `json:"target_bytes"`
 		} `json:"formats"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
@@ -75,7 +75,7 @@ func TestCompareJSONCSVPlot(t *testing.T) {
 	}
 	if doc.Measured != 2*2*3 || doc.Targets != 2*8*3 || len(doc.Formats) != 2 || doc.Formats[0].Format != "int4-g32" ||
 		doc.Formats[1].Format != "mxfp4" || !(doc.Formats[0].Overall.SQNR > 10) || len(doc.Formats[1].Cells) != 2*3 ||
-		doc.Formats[1].ExpertBytes >= doc.Formats[0].ExpertBytes {
+		doc.Formats[1].TargetBytes >= doc.Formats[0].TargetBytes {
 		t.Errorf("JSON document:\n%s", out)
 	}
 	out, errOut, code = runMain(t, "compare", src, "--csv", "--layers", "2", "--formats", "nvfp4")

@@ -105,8 +105,8 @@ func formats(t *testing.T, s string) []compare.Format {
 }
 
 // convertReport converts src to a decode checkpoint with options o and returns its report's
-// decode rows by module.
-func convertReport(t *testing.T, src string, o convert.Options) map[string]report.TensorReport {
+// decode rows by module, and its routed experts' summary.
+func convertReport(t *testing.T, src string, o convert.Options) (map[string]report.TensorReport, report.RoleSummary) {
 	t.Helper()
 	o.Only = convert.KindDecode
 	rep, err := convert.Run(context.Background(), plan(t, src, &o), t.TempDir()+"/out", convert.RunOptions{Workers: 2})
@@ -119,7 +119,13 @@ func convertReport(t *testing.T, src string, o convert.Options) map[string]repor
 			rows[r.Module] = r
 		}
 	}
-	return rows
+	for _, s := range rep.Summary {
+		if s.Output == "decode" && s.Role == string(rules.RoleRoutedExpert) {
+			return rows, s
+		}
+	}
+	t.Fatal("no routed experts in the decode summary")
+	return nil, report.RoleSummary{}
 }
 
 // TestInt4EqualsConvert: every INT4 figure compare measures is the one pdq convert reports for
@@ -137,8 +143,14 @@ func TestInt4EqualsConvert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			sums := res.Summaries()
 			for k, f := range fs {
-				rows := convertReport(t, src, convert.Options{GroupSize: f.Group, Method: method})
+				rows, sum := convertReport(t, src, convert.Options{GroupSize: f.Group, Method: method})
+				// The table's statistics are the report summary's, to the bit.
+				if o := sums[k].Overall; o.MeanSQNR != sum.MeanSQNR || o.MinSQNR != sum.MinSQNR || o.SQNR != sum.SQNR || o.Modules != sum.Tensors {
+					t.Errorf("%s %s %s: compare mean %v min %v pooled %v of %d, convert's summary %v %v %v of %d", kind, method, f.Name,
+						o.MeanSQNR, o.MinSQNR, o.SQNR, o.Modules, sum.MeanSQNR, sum.MinSQNR, sum.SQNR, sum.Tensors)
+				}
 				if len(rows) != len(res.Modules) {
 					t.Fatalf("%s %s: convert reports %d INT4 modules, compare measured %d", kind, f.Name, len(rows), len(res.Modules))
 				}
@@ -414,8 +426,8 @@ func TestSizes(t *testing.T) {
 		f := fs[i]
 		perModule := map[compare.Kind]int64{compare.KindInt4: 16, compare.KindNVFP4: 4}[f.Kind]
 		want := int64(float64(elems)*s.BitsPerWeight/8) + perModule*int64(len(compare.Targets(p)))
-		if s.ExpertBytes != want {
-			t.Errorf("%s: expert bytes %d, want %d", f.Name, s.ExpertBytes, want)
+		if s.TargetBytes != want {
+			t.Errorf("%s: target bytes %d, want %d", f.Name, s.TargetBytes, want)
 		}
 		if s.Serving == nil || s.Serving.Tokens <= 0 {
 			t.Fatalf("%s: no serving figures", f.Name)

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"pdq/internal/units"
+	"pdq/quantize/report"
 	"pdq/reportview"
 )
 
@@ -41,9 +42,10 @@ func db(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// WriteTable writes the report for people: one row per format with its SQNR overall and per
-// projection, its worst layer and projection, its bytes and, with a serving setup, the decode
-// server's weights and KV-cache tokens.
+// WriteTable writes the report for people: one row per format with its mean SQNR (over the
+// modules, of each one's SQNR in dB, as pdq report prints it) overall and per projection, the
+// lowest module's, its worst layer and projection, its bytes and, with a serving setup, the
+// decode server's weights and KV-cache tokens.
 func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Formats) == 0 {
 		return nil
@@ -52,22 +54,22 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Measured, r.Targets, units.Bytes(r.MeasuredBytes), r.Method)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	serve := r.Formats[0].Serving != nil
-	head := []string{"format", "bits/w", "SQNR dB"}
+	head := []string{"format", "bits/w", "mean SQNR dB"}
 	for _, p := range r.Formats[0].Projections {
 		head = append(head, p.Projection)
 	}
-	head = append(head, "worst layer", "targets", "decode/")
+	head = append(head, "min SQNR dB", "worst layer", "targets", "decode/")
 	if serve {
 		head = append(head, "weights/GPU", "KV/GPU", "tokens/server")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, s := range r.Formats {
-		row := []string{s.Format, strconv.FormatFloat(s.BitsPerWeight, 'f', 2, 64), db(float64(s.Overall.SQNR))}
+		row := []string{s.Format, strconv.FormatFloat(s.BitsPerWeight, 'f', 2, 64), db(float64(s.Overall.MeanSQNR))}
 		for _, p := range s.Projections {
-			row = append(row, db(float64(p.SQNR)))
+			row = append(row, db(float64(p.MeanSQNR)))
 		}
-		row = append(row, fmt.Sprintf("%s L%d %s", db(float64(s.Worst.SQNR)), s.Worst.Layer, s.Worst.Projection),
-			units.Bytes(s.ExpertBytes), units.Bytes(s.DecodeBytes))
+		row = append(row, db(float64(s.Overall.MinSQNR)), fmt.Sprintf("%s L%d %s", db(float64(s.Worst.MeanSQNR)), s.Worst.Layer, s.Worst.Projection),
+			units.Bytes(s.TargetBytes), units.Bytes(s.DecodeBytes))
 		if c := s.Serving; c != nil {
 			row = append(row, units.Bytes(c.Weights.PerGPU), units.Bytes(c.KVBytes), strconv.FormatInt(c.Tokens, 10))
 		}
@@ -92,7 +94,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 // projection.
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"format", "layer", "projection", "modules", "elements", "sqnr_db", "clipped", "expert_bytes", "decode_bytes"})
+	cw.Write([]string{"format", "layer", "projection", "modules", "elements", "mean_sqnr_db", "min_sqnr_db", "sqnr_db", "clipped", "target_bytes", "decode_bytes"})
 	for _, s := range r.Formats {
 		figs := append([]Figure{s.Overall}, s.Projections...)
 		figs = append(figs, s.Layers...)
@@ -105,26 +107,26 @@ func (r *Report) WriteCSV(w io.Writer) error {
 			if f.Projection != "" {
 				proj = f.Projection
 			}
-			sqnr := strconv.FormatFloat(float64(f.SQNR), 'g', -1, 64)
-			cw.Write([]string{s.Format, layer, proj, strconv.Itoa(f.Modules), strconv.FormatInt(f.Elements, 10), sqnr,
-				strconv.FormatInt(f.Clipped, 10), strconv.FormatInt(s.ExpertBytes, 10), strconv.FormatInt(s.DecodeBytes, 10)})
+			g := func(v report.Float) string { return strconv.FormatFloat(float64(v), 'g', -1, 64) }
+			cw.Write([]string{s.Format, layer, proj, strconv.Itoa(f.Modules), strconv.FormatInt(f.Elements, 10), g(f.MeanSQNR), g(f.MinSQNR), g(f.SQNR),
+				strconv.FormatInt(f.Clipped, 10), strconv.FormatInt(s.TargetBytes, 10), strconv.FormatInt(s.DecodeBytes, 10)})
 		}
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
-// Chart is the report's picture: SQNR per layer, one line per format.
+// Chart is the report's picture: mean SQNR per layer, one line per format.
 func (r *Report) Chart() reportview.LineChart {
 	c := reportview.LineChart{
-		Title:  fmt.Sprintf("SQNR per layer by decode format (%d of %d modules, %s)", r.Measured, r.Targets, r.Method),
-		XLabel: "layer", YLabel: "SQNR dB",
+		Title:  fmt.Sprintf("mean SQNR per layer by decode format (%d of %d modules, %s)", r.Measured, r.Targets, r.Method),
+		XLabel: "layer", YLabel: "mean SQNR dB",
 	}
 	for _, s := range r.Formats {
 		ser := reportview.Series{Name: s.Format}
 		for _, l := range s.Layers {
 			ser.X = append(ser.X, float64(l.Layer))
-			ser.Y = append(ser.Y, float64(l.SQNR))
+			ser.Y = append(ser.Y, float64(l.MeanSQNR))
 		}
 		c.Series = append(c.Series, ser)
 	}

@@ -82,9 +82,9 @@ func Sizes(p *convert.Plan, sums []Summary, formats []Format, setup *Setup) erro
 	targets := Targets(p)
 	for i, f := range formats {
 		s := &sums[i]
-		s.ExpertBytes = 0
+		s.TargetBytes = 0
 		for _, m := range targets {
-			s.ExpertBytes += f.StoredBytes(int64(m.Rows), int64(m.Cols))
+			s.TargetBytes += f.StoredBytes(int64(m.Rows), int64(m.Cols))
 		}
 		ts := DecodeTensors(p, f)
 		s.DecodeBytes = 0

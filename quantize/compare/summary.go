@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"math"
 	"slices"
 
 	"pdq/quantize"
@@ -8,13 +9,17 @@ import (
 	"pdq/serving"
 )
 
-// Figure is the error of one format over a group of modules: the SQNR of their elements
+// Figure is the error of one format over a group of modules, in the statistics of a
+// conversion's report summary: the mean over the modules of each module's SQNR in dB (the
+// figure convert, verify and report print), the lowest, and the SQNR of their elements
 // together, 10·log10(Σx²/Σ(x−x̂)²).
 type Figure struct {
 	Layer      int          `json:"layer"`                // -1: every layer (or none)
 	Projection string       `json:"projection,omitempty"` // "": every projection
 	Modules    int          `json:"modules"`
 	Elements   int64        `json:"elements"`
+	MeanSQNR   report.Float `json:"mean_sqnr_db"`
+	MinSQNR    report.Float `json:"min_sqnr_db"`
 	SQNR       report.Float `json:"sqnr_db"`
 	// SumSq and SumSqErr are Σx² and Σ(x−x̂)², for totals over groups.
 	SumSq    float64 `json:"sum_sq"`
@@ -34,12 +39,12 @@ type Summary struct {
 	Projections []Figure `json:"projections"`
 	Layers      []Figure `json:"layers"`
 	Cells       []Figure `json:"cells"`
-	// Worst is the cell (layer and projection) of the lowest SQNR, the first of equals.
+	// Worst is the cell (layer and projection) of the lowest mean SQNR, the first of equals.
 	Worst Figure `json:"worst"`
-	// ExpertBytes is what the decode checkpoint holds for every target module (all layers and
+	// TargetBytes is what the decode checkpoint holds for every target module (all layers and
 	// experts, measured or not) in this format; DecodeBytes the whole decode checkpoint's
 	// tensor bytes.
-	ExpertBytes int64 `json:"expert_bytes"`
+	TargetBytes int64 `json:"target_bytes"`
 	DecodeBytes int64 `json:"decode_bytes"`
 	// Serving is the decode server's plan with this format (nil without a serving setup).
 	Serving *serving.Capacity `json:"serving,omitempty"`
@@ -47,21 +52,30 @@ type Summary struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// acc adds modules' metrics into a Figure.
+// acc adds modules' metrics into a Figure, in the modules' order (as a conversion's report
+// adds its rows).
 type acc struct {
-	f Figure
-	m quantize.Metrics
+	f            Figure
+	m            quantize.Metrics
+	sumDB, minDB float64
 }
 
 func (a *acc) add(m quantize.Metrics) {
+	if a.f.Modules == 0 {
+		a.minDB = math.Inf(1)
+	}
 	a.f.Modules++
 	a.m.Merge(m)
+	db := float64(report.Float(m.SQNR()))
+	a.sumDB += db
+	a.minDB = math.Min(a.minDB, db)
 }
 
 func (a *acc) figure() Figure {
 	f := a.f
 	f.Elements, f.SumSq, f.SumSqErr, f.Clipped = a.m.N, a.m.SumSqRef, a.m.SumSqErr, a.m.Clipped
 	f.SQNR = report.Float(a.m.SQNR())
+	f.MeanSQNR, f.MinSQNR = report.Float(a.sumDB/float64(max(f.Modules, 1))), report.Float(a.minDB)
 	return f
 }
 
@@ -113,7 +127,7 @@ func (r *Result) Summaries() []Summary {
 				c.f = Figure{Layer: l, Projection: p, Modules: c.f.Modules}
 				fig := c.figure()
 				s.Cells = append(s.Cells, fig)
-				if len(s.Cells) == 1 || fig.SQNR < s.Worst.SQNR {
+				if len(s.Cells) == 1 || fig.MeanSQNR < s.Worst.MeanSQNR {
 					s.Worst = fig
 				}
 			}
