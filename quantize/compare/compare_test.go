@@ -503,3 +503,44 @@ func TestCancel(t *testing.T) {
 		t.Errorf("%v, want context.Canceled", err)
 	}
 }
+
+// TestNonFiniteRefused: a NaN in a source weight stops the run with ErrNonFinite naming the
+// tensor and the element, with and without the NVFP4 pass that reads gate and up first.
+func TestNonFiniteRefused(t *testing.T) {
+	for _, c := range []struct{ tensor, formats string }{
+		{"model.layers.1.mlp.experts.3.down_proj.weight", "int4-g32,mxfp4"},
+		{"model.layers.2.mlp.experts.5.up_proj.weight", compare.DefaultFormats},
+	} {
+		src := filepath.Join(t.TempDir(), "src")
+		if err := os.CopyFS(src, os.DirFS(source(t, "bf16"))); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := safetensors.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tensor *safetensors.Tensor
+		for _, ts := range ck.Tensors() {
+			if ts.Name == c.tensor {
+				tensor = ts
+			}
+		}
+		ck.Close()
+		if tensor == nil {
+			t.Fatalf("no %s", c.tensor)
+		}
+		f, err := os.OpenFile(tensor.Shard.Path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt([]byte{0xc0, 0x7f}, tensor.Offset()+2*5) // BF16 NaN at element 5
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = compare.Run(context.Background(), plan(t, src, nil), compare.Options{Formats: formats(t, c.formats), Workers: 2})
+		if !errors.Is(err, quantize.ErrNonFinite) || !strings.Contains(err.Error(), strings.TrimSuffix(c.tensor, ".weight")) || !strings.Contains(err.Error(), "element 5 ") {
+			t.Errorf("%s: %v, want ErrNonFinite naming the tensor and element 5", c.tensor, err)
+		}
+	}
+}
