@@ -154,3 +154,25 @@ func TestCompareHelpTeaches(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseLayers: a layer list parses into at most 65537 layers per range, all non-negative,
+// or is refused; never a panic.
+func FuzzParseLayers(f *testing.F) {
+	for _, s := range []string{"3", "3,10-12", "1-0", "-1", "0-65536", "x", "", ",", "9999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ls, err := parseLayers(s)
+		if err != nil {
+			return
+		}
+		if len(ls) == 0 || len(ls) > (1<<16+1)*(strings.Count(s, ",")+1) {
+			t.Fatalf("%q: %d layers", s, len(ls))
+		}
+		for l := range ls {
+			if l < 0 {
+				t.Fatalf("%q: layer %d", s, l)
+			}
+		}
+	})
+}

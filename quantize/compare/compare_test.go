@@ -544,3 +544,26 @@ func TestNonFiniteRefused(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseFormats: any list either parses into distinct known formats or is ErrBadFormat.
+func FuzzParseFormats(f *testing.F) {
+	for _, s := range []string{compare.DefaultFormats, "int4", " nvfp4 ,", "int4,int4-g32", "", "mxfp4;x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fs, err := compare.ParseFormats(s)
+		if err != nil {
+			if !errors.Is(err, compare.ErrBadFormat) {
+				t.Fatalf("%q: %v is not ErrBadFormat", s, err)
+			}
+			return
+		}
+		seen := map[string]bool{}
+		for _, f := range fs {
+			if seen[f.Name] || !strings.Contains(compare.Names(), f.Name) {
+				t.Fatalf("%q: %v", s, fs)
+			}
+			seen[f.Name] = true
+		}
+	})
+}

@@ -115,16 +115,16 @@ func Run(ctx context.Context, p *convert.Plan, o Options) (*Result, error) {
 	}
 	units := pairUnits(res.Modules)
 	var done atomic.Int64
-	readers := make(chan *convert.SourceReader, max(len(units), 1))
+	// One unit state per goroutine at a time, reused: its reader's and its slab's buffers.
+	free := make(chan *unit, max(len(units), 1))
 	err := par.ForEach(ctx, len(units), o.Workers, func(i int) error {
-		var r *convert.SourceReader
+		var u *unit
 		select {
-		case r = <-readers:
+		case u = <-free:
 		default:
-			r = p.NewSourceReader()
+			u = &unit{r: p.NewSourceReader(), o: &o, mods: src, res: res, done: &done}
 		}
-		defer func() { readers <- r }()
-		u := &unit{r: r, o: &o, mods: src, res: res, done: &done}
+		defer func() { free <- u }()
 		return u.run(ctx, units[i])
 	})
 	if err != nil {
@@ -214,7 +214,7 @@ func isGateUp(proj string) bool {
 	return false
 }
 
-// unit measures one unit of work on one goroutine.
+// unit measures units of work, one at a time, on one goroutine.
 type unit struct {
 	r    *convert.SourceReader
 	o    *Options
