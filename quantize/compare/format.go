@@ -127,21 +127,6 @@ func (f Format) Unfit(rows, cols int) string {
 	return ""
 }
 
-// StoredBytes is what the decode checkpoint holds for a rows×cols weight in this format (the
-// sum of Tensors): INT4 packed I32 words, a BF16 scale per group and the I64 [2] weight_shape;
-// NVFP4 packed codes, an e4m3 scale per 16 and the F32 global scale; MXFP4 packed codes and an
-// E8M0 byte per 32.
-//
-// The serving package is to own one such function per format; until then this one is checked
-// against the conversion plan's tensors wherever the conversion writes the format.
-func (f Format) StoredBytes(rows, cols int64) int64 {
-	var n int64
-	for _, t := range f.Tensors("", rows, cols) {
-		n += t.Bytes
-	}
-	return n
-}
-
 // BitsPerWeight is the format's stored bits per weight of a row of cols elements, scales
 // included (the shape and global-scale tensors aside).
 func (f Format) BitsPerWeight(cols int) float64 {

@@ -5,64 +5,30 @@ import (
 
 	"pdq/quantize"
 	"pdq/quantize/convert"
-	"pdq/safetensors"
 	"pdq/serving"
 )
 
-// Tensors returns the tensors the decode checkpoint holds for a rows×cols module in format f,
-// with their sizes, in the layouts of docs/FORMATS.md and docs/FP4.md.
-func (f Format) Tensors(module string, rows, cols int64) []serving.Tensor {
-	g := int64(f.width(int(cols)))
-	t := func(suffix string, dt safetensors.DType, shape ...int64) serving.Tensor {
-		n := int64(1)
-		for _, d := range shape {
-			n *= d
-		}
-		b, _ := dt.ByteSize(uint64(n))
-		return serving.Tensor{Name: module + suffix, Shape: shape, Bytes: int64(b)}
-	}
+// decodeFormat is the conversion's name of the format and its INT4 group size (0 for FP4),
+// as the serving package sizes formats.
+func (f Format) decodeFormat() (convert.DecodeFormat, int) {
 	switch f.Kind {
 	case KindNVFP4:
-		return []serving.Tensor{
-			t(".weight_packed", safetensors.U8, rows, cols/2),
-			t(".weight_scale", safetensors.F8E4M3, rows, cols/g),
-			t(".weight_global_scale", safetensors.F32, 1),
-		}
+		return convert.DecodeNVFP4, 0
 	case KindMXFP4:
-		return []serving.Tensor{
-			t(".weight_packed", safetensors.U8, rows, cols/2),
-			t(".weight_scale", safetensors.U8, rows, cols/g),
-		}
+		return convert.DecodeMXFP4, 0
 	}
-	return []serving.Tensor{
-		t(".weight_packed", safetensors.I32, rows, cols/8),
-		t(".weight_scale", safetensors.BF16, rows, cols/g),
-		t(".weight_shape", safetensors.I64, 2),
-	}
+	return convert.DecodeInt4, f.Group
 }
 
 // DecodeTensors lists the tensors of the decode checkpoint of plan p with its targets in
-// format f, the other modules as the plan writes them. For the formats the plan itself can
-// write (INT4 of the plan's group size) it is the plan's own list (serving.Tensors); the test
-// checks that.
-func DecodeTensors(p *convert.Plan, f Format) []serving.Tensor {
-	target := p.TargetScheme()
-	var out []serving.Tensor
-	for _, m := range p.Modules {
-		if m.Linear && m.Scheme(convert.KindDecode) == target {
-			out = append(out, f.Tensors(m.Name, int64(m.Rows), int64(m.Cols))...)
-			continue
-		}
-		for _, s := range p.OutputSpecs(m, convert.KindDecode) {
-			n := uint64(1)
-			for _, d := range s.Shape {
-				n *= uint64(d)
-			}
-			b, _ := s.DType.ByteSize(n)
-			out = append(out, serving.Tensor{Name: s.Name, Shape: s.Shape, Bytes: int64(b)})
-		}
+// format f, the other modules as the plan writes them (serving.DecodeTensorsAs).
+func DecodeTensors(p *convert.Plan, f Format) ([]serving.Tensor, error) {
+	df, g := f.decodeFormat()
+	ts, err := serving.DecodeTensorsAs(p, df, g)
+	if err != nil {
+		return nil, fmt.Errorf("compare: %s: %w", f.Name, err)
 	}
-	return out
+	return ts, nil
 }
 
 // Setup is the decode server a comparison sizes: the model, its parallel layout, one GPU's
@@ -82,11 +48,19 @@ func Sizes(p *convert.Plan, sums []Summary, formats []Format, setup *Setup) erro
 	targets := Targets(p)
 	for i, f := range formats {
 		s := &sums[i]
+		df, g := f.decodeFormat()
 		s.TargetBytes = 0
 		for _, m := range targets {
-			s.TargetBytes += f.StoredBytes(int64(m.Rows), int64(m.Cols))
+			n, err := serving.StoredBytes(df, g, int64(m.Rows), int64(m.Cols))
+			if err != nil {
+				return fmt.Errorf("compare: %s: %w", f.Name, err)
+			}
+			s.TargetBytes += n
 		}
-		ts := DecodeTensors(p, f)
+		ts, err := DecodeTensors(p, f)
+		if err != nil {
+			return err
+		}
 		s.DecodeBytes = 0
 		for _, t := range ts {
 			s.DecodeBytes += t.Bytes
