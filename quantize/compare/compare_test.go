@@ -43,6 +43,9 @@ func source(t *testing.T, kind string) string {
 		o.FP8 = true
 	case "glm4":
 		o.Model = synth.Tiny(synth.StyleGLM4)
+	case "odd":
+		o.Model = synth.Tiny(synth.StyleGLM4)
+		o.Model.MoEIntermediate = 96 // down_proj has 96 in features: not a multiple of 64 or 128
 	case "slabs":
 		// gate and up 4608×1024 and down 1024×4608: more than one 4 Mi-element slab each.
 		m := synth.Tiny(synth.StyleGLM4)
@@ -494,6 +497,19 @@ func TestUnfit(t *testing.T) {
 		if why := f.Unfit(c.rows, c.cols); (why == "") != c.fits {
 			t.Errorf("%s %d×%d: unfit %q, want fits %v", c.format, c.rows, c.cols, why, c.fits)
 		}
+	}
+}
+
+// TestUnfitRefused: a format whose groups do not divide a target's in features is refused
+// before anything is read, naming the format and the module; the formats that fit run.
+func TestUnfitRefused(t *testing.T) {
+	p := plan(t, source(t, "odd"), nil)
+	_, err := compare.Run(context.Background(), p, compare.Options{Formats: formats(t, "int4-g32,int4-g128")})
+	if !errors.Is(err, compare.ErrUnfit) || !strings.Contains(err.Error(), "int4-g128") || !strings.Contains(err.Error(), "down_proj") {
+		t.Errorf("%v, want ErrUnfit naming int4-g128 and a down_proj", err)
+	}
+	if _, err := compare.Run(context.Background(), p, compare.Options{Formats: formats(t, "int4-g32,nvfp4,mxfp4"), Sample: 1}); err != nil {
+		t.Errorf("formats that fit: %v", err)
 	}
 }
 
