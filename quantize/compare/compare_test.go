@@ -513,6 +513,25 @@ func TestUnfitRefused(t *testing.T) {
 	}
 }
 
+// TestOtherRoles: targets beyond the routed experts form groups of their own role, never mixed
+// with the routed experts' projections of the same name.
+func TestOtherRoles(t *testing.T) {
+	o := convert.Options{GroupSize: convert.PerChannel, Only: convert.KindDecode, OnUnsupported: convert.UnsupportedSkip,
+		Targets: `(\.experts\.\d+|shared_experts)\.gate_proj$|o_proj$`}
+	res, err := compare.Run(context.Background(), plan(t, source(t, "glm4"), &o), compare.Options{Formats: formats(t, "int4")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var projs []string
+	for _, f := range res.Summaries()[0].Projections {
+		projs = append(projs, f.Projection)
+	}
+	want := []string{"attention:o_proj", "gate_proj", "shared_experts:gate_proj"} // first appearance
+	if !reflect.DeepEqual(projs, want) {
+		t.Errorf("projections %v, want %v", projs, want)
+	}
+}
+
 // TestCancel: a cancelled context stops the run with its error.
 func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())

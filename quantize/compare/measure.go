@@ -40,7 +40,7 @@ type Module struct {
 	Name       string
 	Layer      int    // -1 when not in a layer
 	Expert     int    // -1 when not a routed expert
-	Projection string // the module name's last part: gate_proj, up_proj, down_proj, w1, ...
+	Projection string // a routed expert's projection (gate_proj, up_proj, down_proj, w1, ...); role:name for the rest
 	Rows, Cols int
 	// Metrics holds the error of each format's bytes (indexed like Result.Formats), its slabs'
 	// figures merged in order as a conversion's report merges them.
@@ -143,7 +143,9 @@ func describe(m *convert.Module, formats int) Module {
 		d.Expert, _ = strconv.Atoi(sm[1])
 		d.Projection = sm[2]
 	} else if sm := reProj.FindStringSubmatch(m.Name); sm != nil {
-		d.Projection = sm[1]
+		// Outside the routed experts the role names the group too: a shared expert's gate_proj
+		// is not a routed one's.
+		d.Projection = string(m.Role) + ":" + sm[1]
 	}
 	return d
 }
