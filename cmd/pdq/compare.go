@@ -47,11 +47,12 @@ func newCompareCmd() *cobra.Command {
 		Short: "Measure INT4, NVFP4 and MXFP4 decode formats side by side on the same tensors, with the room each leaves a decode server",
 		Long: `Compare answers "which decode format for my decode pool": it reads SRC once, quantizes each routed-expert
 weight (the modules pdq convert makes INT4, see --targets) with every format of --formats in memory,
-and prints one row per format: bits per weight (scales included), its SQNR over all measured
-weights and per projection (gate, up, down), its worst layer and projection, the bytes of the
-target modules in that format (targets) and of the whole decode checkpoint (decode/). With --gpu-memory it adds what pdq plan computes for a decode server holding that
-checkpoint: weights per GPU, the KV cache left per GPU and the tokens of context one server holds.
-Nothing is written but the table (and --plot).
+and prints one row per format: bits per weight (scales included), the mean SQNR over the measured
+modules (each module's SQNR in dB, the statistic of pdq report) overall and per projection (gate,
+up, down), the lowest, the worst layer and projection, the bytes of the target modules in that
+format (targets) and of the whole decode checkpoint (decode/). With --gpu-memory it adds what pdq
+plan computes for a decode server holding that checkpoint: weights per GPU, the KV cache left per
+GPU and the tokens of context one server holds. Nothing is written but the table (and --plot).
 
 The figures are pdq convert's: the same decoded values, quantizers, slabs and error sums, so an
 INT4 figure equals what convert --group-size G reports for the tensor. NVFP4 uses one global scale
@@ -89,6 +90,11 @@ layers: the bytes and serving columns always count the whole model.`,
 	fl.StringVar(&o.plot, "plot", "", "draw SQNR per layer, one line per format, into this .png or .svg file")
 	fl.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	sf.add(cmd)
+	// Launch commands are pdq plan's: compare refuses these two (check), and its help does not
+	// offer them.
+	for _, name := range []string{"serve", "out"} {
+		fl.MarkHidden(name)
+	}
 	return cmd
 }
 
