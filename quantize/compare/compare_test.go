@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"pdq/internal/synth"
 	"pdq/quantize"
 	"pdq/quantize/compare"
 	"pdq/quantize/convert"
@@ -19,6 +18,7 @@ import (
 	"pdq/quantize/rules"
 	"pdq/safetensors"
 	"pdq/serving"
+	"pdq/synth"
 )
 
 var (
