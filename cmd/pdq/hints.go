@@ -6,6 +6,7 @@ import (
 	"pdq/publish"
 	"pdq/publish/store"
 	"pdq/quantize"
+	"pdq/quantize/compare"
 	"pdq/quantize/convert"
 	"pdq/quantize/engines"
 )
@@ -46,6 +47,9 @@ var commandHints = []struct {
 	hint string
 }{
 	{"verify", convert.ErrQuantizedSource, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+	{"compare", compare.ErrNoModules, "--layers or --sample chose no target module, or --targets matches none: the first dense layers have no routed experts (pdq inspect SRC lists the modules)"},
+	{"compare", convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules)"},
+	{"compare", compare.ErrUnfit, "drop that format from --formats, or keep such modules out with --ignore"},
 	{"verify", convert.ErrNotOutput, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
 }
 

@@ -25,6 +25,7 @@ var layer = map[string]int{
 	"pdq/calib": 4, "pdq/reportview": 4,
 	"pdq/quantize/convert": 5,
 	"pdq/serving":          6,
+	"pdq/quantize/compare": 7,
 	"pdq/cmd":              9, "pdq/tools": 9, "pdq/scripts": 9,
 }
 
