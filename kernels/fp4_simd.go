@@ -61,6 +61,26 @@ func callFP4Groups(out FP4Out, src []float32, k0, k1, gs int, cs []fp4Cand) {
 	}
 }
 
+// callFP4Batches quantizes whole batches of sixteen groups with the AVX-512 loops
+// (fp4batch_avx512.go) and returns how many groups it did; none with other loops.
+func callFP4Batches(out FP4Out, src []float32, ng, gs int, g float32, search Search) int {
+	if lp != &avx512Loops || noBatchSearch {
+		return 0
+	}
+	return fp4BatchesAVX512(out, src, ng, gs, g, search)
+}
+
+// callErrLanesFP4 adds the error sums of ref against the FP4 dequantization in one pass
+// (fp4errsums_avx512.go) where AVX-512 is in use and a is on a lane boundary, and reports
+// whether it did; otherwise the caller expands the values and adds them.
+func callErrLanesFP4(a *errAcc, ref []float32, packed []byte, scales []float32, g int) bool {
+	if lp != &avx512Loops || a.n&7 != 0 || len(scales) == 0 {
+		return false
+	}
+	errLanesFP4AVX512(a, ref, packed, scales, g)
+	return true
+}
+
 // callExpandFP4 is expandFP4Range, sixteen values per vector (a permute of the sixteen E2M1
 // values by the codes, times the group's scale) when AVX-512 is in use and the groups and the
 // range are whole vectors; eight per vector on AVX2.
@@ -179,6 +199,7 @@ var fp4Vec struct {
 var _ = func() bool {
 	if archsimd.X86.AVX512() {
 		initFP4Vectors()
+		initFP4Batch()
 	}
 	return true
 }()
