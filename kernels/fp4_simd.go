@@ -61,13 +61,19 @@ func callFP4Groups(out FP4Out, src []float32, k0, k1, gs int, cs []fp4Cand) {
 	}
 }
 
-// callFP4Batches quantizes whole batches of sixteen groups with the AVX-512 loops
-// (fp4batch_avx512.go) and returns how many groups it did; none with other loops.
+// callFP4Batches quantizes whole batches of groups in vectors, sixteen at a time with the
+// AVX-512 loops (fp4batch_avx512.go), eight with the AVX2 ones (fp4batch_avx2.go), and returns
+// how many groups it did.
 func callFP4Batches(out FP4Out, src []float32, ng, gs int, g float32, search Search) int {
-	if lp != &avx512Loops || noBatchSearch {
+	switch {
+	case noBatchSearch:
 		return 0
+	case lp == &avx512Loops:
+		return fp4BatchesAVX512(out, src, ng, gs, g, search)
+	case lp == &avx2Loops:
+		return fp4BatchesAVX2(out, src, ng, gs, g, search)
 	}
-	return fp4BatchesAVX512(out, src, ng, gs, g, search)
+	return 0
 }
 
 // callErrLanesFP4 adds the error sums of ref against the FP4 dequantization in one pass

@@ -29,6 +29,7 @@ import (
 var fp4K struct {
 	abs, one, bfHalf, bfKeep, small, rHalf, keep22, six, maxFinite archsimd.Uint32x16
 	nearAdd, nearMask, eps, e4Round, e4Rebase, e4Big, e4MinNormal  archsimd.Uint32x16
+	codeTable, eight                                               archsimd.Uint32x16
 	magic, rne, f512, p120, fsix, tiny                             archsimd.Float32x16
 }
 
@@ -40,6 +41,7 @@ func initFP4Batch() {
 	k.small, k.rHalf, k.keep22, k.six, k.maxFinite = u(0x3f800000), u(0x1fffff), u(0xffc00000), u(0x40c00000), u(0x7f7fffff)
 	k.nearAdd, k.nearMask, k.eps = u(0x8020), u(0xffc0), u(nvfp4EpsCode)
 	k.e4Round, k.e4Rebase, k.e4Big, k.e4MinNormal = u(0x7ffff), u(120<<3), u(0x43e00000), u(0x3c800000)
+	k.codeTable, k.eight = archsimd.LoadUint32x16(&fp4CodeTable), u(8)
 	k.magic, k.rne, k.f512, k.p120, k.fsix, k.tiny = f(0x1p22), f(rne), f(512), f(0x1p120), f(6), f(TinyAbsMax)
 	archsimd.ClearAVXUpperBits()
 }
@@ -306,12 +308,14 @@ func fp4PackHalf(t []float32, n, off int, s, inv archsimd.Float32x16, exact bool
 	return q3.Add(q2).Add(q1.Add(q0)), p0, p1, p2, p3
 }
 
-// fp4Code returns the E2M1 codes of the magnitudes v (bits) with the signs of x: the index
-// (v>>22) - 0xfc from 1 on (1, 1.5, 2, 3, 4, 6 give 2..7), 1 for 1/2, 0 for 0, and bit 3
-// x's sign.
+// fp4Code returns the E2M1 codes of the magnitudes v (bits) with the signs of x. The key
+// (v>>22) + (v>>30) is 0, 0xc, 0xe, 0xf, 1, 2, 3, 4 for 0, 1/2, 1, 3/2, 2, 3, 4, 6: its low four
+// bits index a table of the magnitude indices; bit 3 is x's sign.
 func fp4Code(v, x archsimd.Uint32x16) archsimd.Uint32x16 {
 	k := &fp4K
-	idx := sra16(v, 22).AsInt32x16().Sub(archsimd.BroadcastInt32x16(0xfc)).Max(archsimd.Int32x16{}).AsUint32x16()
-	idx = idx.Add(k.one.Masked(v.Equal(archsimd.BroadcastUint32x16(0x3f000000))))
-	return idx.Or(x.RotateAllLeft(4).And(archsimd.BroadcastUint32x16(8)))
+	idx := k.codeTable.Permute(sra16(v, 22).Add(sra16(v, 30)))
+	return idx.Or(x.RotateAllLeft(4).And(k.eight))
 }
+
+// fp4CodeTable maps fp4Code's key to the E2M1 magnitude index.
+var fp4CodeTable = [16]uint32{0: 0, 1: 4, 2: 5, 3: 6, 4: 7, 0xc: 1, 0xe: 2, 0xf: 3}
