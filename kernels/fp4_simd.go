@@ -76,14 +76,21 @@ func callFP4Batches(out FP4Out, src []float32, ng, gs int, g float32, search Sea
 	return 0
 }
 
-// callErrLanesFP4 adds the error sums of ref against the FP4 dequantization in one pass
-// (fp4errsums_avx512.go) where AVX-512 is in use and a is on a lane boundary, and reports
-// whether it did; otherwise the caller expands the values and adds them.
+// callErrLanesFP4 adds the error sums of ref against the FP4 dequantization with the fused
+// vector loops (fp4errsums_avx512.go, fp4errsums_avx2.go) where a is on a lane boundary, and
+// reports whether it did; otherwise the caller expands the values and adds them.
 func callErrLanesFP4(a *errAcc, ref []float32, packed []byte, scales []float32, g int) bool {
-	if lp != &avx512Loops || a.n&7 != 0 || len(scales) == 0 {
+	if a.n&7 != 0 || len(scales) == 0 {
 		return false
 	}
-	errLanesFP4AVX512(a, ref, packed, scales, g)
+	switch lp {
+	case &avx512Loops:
+		errLanesFP4AVX512(a, ref, packed, scales, g)
+	case &avx2Loops:
+		errLanesFP4AVX2(a, ref, packed, scales, g)
+	default:
+		return false
+	}
 	return true
 }
 

@@ -150,3 +150,64 @@ func TestSIMDFP4NonFiniteInBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestSIMDErrorSumsFP4Pieces adds the FP4 error sums of a slab a few rows at a time (the fused
+// loops then start on a lane boundary with the lanes filled, or the first piece fills them) and
+// of a slab with NaN and infinite references, and compares every loop set with the scalar sums
+// of the whole.
+func TestSIMDErrorSumsFP4Pieces(t *testing.T) {
+	const rows, cols = 6, 96
+	prev := lp
+	defer func() { lp = prev }()
+	x := goldenInput(rows, cols)
+	for _, gs := range []int{NVFP4GroupSize, MXFP4GroupSize} {
+		out := newFP4Out(rows, cols, gs)
+		sc := make([]float32, len(out.Scales))
+		lp = loopSets[0]
+		if gs == NVFP4GroupSize {
+			g := NVFP4GlobalScale(maxAbs(x))
+			if err := QuantizeNVFP4(out, x, rows, cols, g, SearchMSE); err != nil {
+				t.Fatal(err)
+			}
+			NVFP4Scales(sc, out.Scales, g)
+		} else {
+			if err := QuantizeMXFP4(out, x, rows, cols, SearchMSE); err != nil {
+				t.Fatal(err)
+			}
+			MXFP4Scales(sc, out.Scales)
+		}
+		ref := append([]float32(nil), x...)
+		ref[0], ref[cols+3], ref[2*cols+17] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
+		for _, r := range [][]float32{x, ref} {
+			lp = loopSets[0]
+			want, err := (CPU{}).ErrorSumsFP4(r, out.Packed, sc, rows, cols, gs, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, set := range loopSets {
+				lp = set
+				for _, step := range []int{1, 2, rows} {
+					var e ErrAccumulator
+					for r0 := 0; r0 < rows; r0 += step {
+						r1 := min(rows, r0+step)
+						k0, k1 := r0*cols/gs, r1*cols/gs
+						if err := e.AddFP4(r[r0*cols:r1*cols], out.Packed[r0*cols/2:r1*cols/2], sc[k0:k1], r1-r0, cols, gs); err != nil {
+							t.Fatal(err)
+						}
+					}
+					got := e.Result(5)
+					if !sameErrSumsNaN(got, want) {
+						t.Fatalf("%s, groups of %d, %d rows a piece: %+v, scalar %+v", set.name, gs, step, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// sameErrSumsNaN compares two error sums whose NaN fields are NaN in both.
+func sameErrSumsNaN(a, b ErrSums) bool {
+	eq := func(x, y float64) bool { return x == y || x != x && y != y }
+	return a.N == b.N && eq(a.SumSqRef, b.SumSqRef) && eq(a.SumSqErr, b.SumSqErr) && eq(a.SumAbsErr, b.SumAbsErr) &&
+		eq(a.Dot, b.Dot) && eq(a.SumSqGot, b.SumSqGot) && eq(a.MaxAbsErr, b.MaxAbsErr) && a.MaxAbsIdx == b.MaxAbsIdx
+}
