@@ -53,9 +53,10 @@ type fp4Batch8 struct {
 
 // fp4BatchesAVX2 is fp4BatchesAVX512 eight groups at a time.
 func fp4BatchesAVX2(out FP4Out, src []float32, ng, gs int, g float32, search Search) int {
-	var t [avx2Groups * MXFP4GroupSize]float32
+	var t [avx2Groups*MXFP4GroupSize + 16]float32
 	var res fp4Batch8
-	tr := t[:avx2Groups*gs]
+	a := int(uintptr(unsafe.Pointer(&t[0]))%64) / 4 // the block on a 64-byte boundary
+	tr := t[(16-a)%16:][:avx2Groups*gs]
 	gb := *(*uint32)(unsafe.Pointer(&g))
 	mse := search == SearchMSE
 	nw := gs / 8 // words per group
