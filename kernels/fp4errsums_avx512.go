@@ -11,16 +11,19 @@ import (
 // errLanesInt4AVX512 does for INT4: per group, the sixteen values e2m1Values[c]·s (float32
 // products, widened to float64) fill two Float64x8 registers, and each word's eight values are
 // one two-register permute of them by its codes. a must be on a lane boundary (a.n%8 == 0)
-// and scales not empty.
+// and scales not empty; the first group goes through the scalar step when a has fewer than
+// eight elements.
 func errLanesFP4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
 	wi := 0 // the next word
 	if a.n < 8 {
-		var b [8]float32
-		expandFP4(b[:], packed[:4], scales[0])
-		for i, v := range b {
+		// The first group through the scalar step, so that every lane holds an element and the
+		// chunks start on group boundaries.
+		var b [MXFP4GroupSize]float32
+		expandFP4(b[:g], packed[:g/2], scales[0])
+		for i, v := range b[:g] {
 			a.add(ref[i], v)
 		}
-		wi = 1
+		wi = g / 8
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
 	var s sums512
@@ -41,28 +44,25 @@ func errLanesFP4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32
 	archsimd.ClearAVXUpperBits()
 }
 
-// fp4ChunkFull is fp4Chunk for a whole chunk, with array pointers the compiler needs no bounds
-// checks for.
+// fp4ChunkFull is fp4Chunk for a whole chunk starting on a group boundary (w0 a multiple of
+// gw, which divides maxChunk/8), with array pointers the compiler needs no bounds checks for:
+// each group's table, then its words.
 //
 //go:noinline
 func (s *sums512) fp4ChunkFull(ref *[maxChunk]float32, words *[maxChunk / 8]uint32, scales []float32, w0, gw int) {
 	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
 	shifts := nibbleShifts64
 	table := archsimd.LoadFloat32x16(&e2m1Values)
-	k := w0 / gw
-	left := (k+1)*gw - w0 // words left in group k
-	lut := table.Mul(bc16(scales[k]))
-	t0, t1 := lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
-	for j := range maxChunk / 8 {
-		if left == 0 {
-			k, left = k+1, gw
-			lut := table.Mul(bc16(scales[k]))
-			t0, t1 = lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
+	sc := scales[w0/gw : w0/gw+maxChunk/8/gw]
+	j := 0
+	for _, v := range sc {
+		lut := table.Mul(bc16(v))
+		t0, t1 := lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
+		for end := j + gw; j < end && j < maxChunk/8; j++ {
+			g := t0.ConcatPermute(t1, archsimd.BroadcastUint64x8(uint64(words[j])).ShiftRight(shifts))
+			r := archsimd.LoadFloat32x8((*[8]float32)(ref[8*j:])).ConvertToFloat64()
+			sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(s.ab[8*j:]))
 		}
-		left--
-		g := t0.ConcatPermute(t1, archsimd.BroadcastUint64x8(uint64(words[j])).ShiftRight(shifts))
-		r := archsimd.LoadFloat32x8((*[8]float32)(ref[8*j:])).ConvertToFloat64()
-		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(s.ab[8*j:]))
 	}
 	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
 }
