@@ -20,9 +20,12 @@ import (
 // The ratio x/s is taken as |x|·(1/s). For MXFP4 the scale is a power of two, so 1/s is exact
 // and the product is the IEEE quotient. For NVFP4 the product is within a few units in the last
 // place of the quotient, and only the quotient's BF16 rounding is used: the two round alike
-// unless one lies near a BF16 rounding midpoint (low sixteen bits 0x8000), so a row with a
-// product within 32 units of a midpoint is redone with the division. A batch with a non-finite
-// value is left to the per-group loop, which reports it.
+// unless one lies near a BF16 rounding midpoint (low sixteen bits 0x8000), so in the candidates'
+// errors a row with a product within 32 units of a midpoint is redone with the division. The
+// codes and statistics of the chosen NVFP4 scales take the division itself: one pass, where
+// on the Intel CPU of docs/FP4.md it cost less than the product and its check (BenchmarkFP4Parts,
+// alternating builds), and eight candidate passes, where it cost more. A batch with a
+// non-finite value is left to the per-group loop, which reports it.
 
 // fp4K holds the constant vectors of the batched FP4 loops (initFP4Batch, on a CPU with
 // AVX-512: an initialiser would run AVX-512 instructions on every CPU).
@@ -314,7 +317,13 @@ func fp4PackHalf(t []float32, n, off int, s, inv archsimd.Float32x16, exact bool
 		for i := 3; i >= 0; i-- {
 			x := archsimd.LoadFloat32x16((*[16]float32)(t[16*(j+i):])).AsUint32x16()
 			ax := x.And(k.abs).AsFloat32x16()
-			a, v := fp4Mag(fp4Ratio(ax, s, inv, exact))
+			var r archsimd.Uint32x16 // the ratio: see the file's comment
+			if exact {
+				r = ax.Mul(inv).AsUint32x16()
+			} else {
+				r = ax.Div(s).AsUint32x16()
+			}
+			a, v := fp4Mag(r)
 			d := ax.Sub(v.AsFloat32x16().Mul(s))
 			c = c.Sub(a.Greater(k.six).ToInt32x16())
 			p = p.ShiftAllLeft(4).Or(fp4Code(v, x))
