@@ -9,7 +9,9 @@ import (
 	"simd/archsimd"
 )
 
-// The FP4 groups on AVX-512: one Float32x16 holds an NVFP4 group (two an MXFP4 group), so
+// The FP4 groups one at a time on AVX-512, for the groups after the last whole batch (the
+// batches, sixteen or eight groups at once, are fp4batch_avx512.go and fp4batch_avx2.go) and
+// with the batches switched off: one Float32x16 holds an NVFP4 group (two an MXFP4 group), so
 // vector lane j holds elements j and j+8 (j+16, j+24) of the specification's lane j%8, and the
 // specification's eight lanes are the sum of the two halves (in element order) followed by the
 // tree ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) of two horizontal adds. An element's value is found
