@@ -3,7 +3,6 @@
 package kernels
 
 import (
-	"encoding/binary"
 	"simd/archsimd"
 	"unsafe"
 )
@@ -13,8 +12,8 @@ import (
 // transposed by transpose8, lane l of every Float32x8 group k0+l, the same steps in the same
 // order. AVX2 has no unsigned compares, mask registers, rotates or truncations: the magnitudes
 // and codes compared are below 2^31 and compared signed, masks are vectors, the sign bit goes
-// to the code by an arithmetic shift, and the words, codes and statistics are stored through a
-// scratch block and copied out by scalar code.
+// to the code by an arithmetic shift, the packed words are put in order by interleaves, and the
+// scale codes and statistics are stored through a scratch block and copied out by scalar code.
 
 // fp4K8 holds the constant vectors of the AVX2 batch (initFP4Batch8, on a CPU with AVX2).
 var fp4K8 struct {
@@ -43,11 +42,10 @@ func initFP4Batch8() {
 	archsimd.ClearAVXUpperBits()
 }
 
-// fp4Batch8 holds the results of eight groups: the fp4Batch statistics (first eight lanes),
-// the words (word i of group l at 8i+l) and the scale codes.
+// fp4Batch8 holds the results of eight groups: the fp4Batch statistics (first eight lanes) and
+// the scale codes.
 type fp4Batch8 struct {
 	fp4Batch
-	words [4 * avx2Groups]uint32
 	codes [avx2Groups]uint32
 }
 
@@ -59,21 +57,16 @@ func fp4BatchesAVX2(out FP4Out, src []float32, ng, gs int, g float32, search Sea
 	tr := t[(16-a)%16:][:avx2Groups*gs]
 	gb := *(*uint32)(unsafe.Pointer(&g))
 	mse := search == SearchMSE
-	nw := gs / 8 // words per group
 	k0 := 0
 	for ; k0+avx2Groups <= ng; k0 += avx2Groups {
 		transpose8(tr, src[k0*gs:(k0+avx2Groups)*gs], gs)
-		ok := fp4Batch8Groups(&res, tr, gs, gb, mse)
+		ok := fp4Batch8Groups(&res, out.Packed[k0*gs/2:(k0+avx2Groups)*gs/2], tr, gs, gb, mse)
 		archsimd.ClearAVXUpperBits()
 		if !ok {
 			break
 		}
 		for l := range avx2Groups {
 			k := k0 + l
-			p := out.Packed[k*gs/2 : (k+1)*gs/2]
-			for i := range nw {
-				binary.LittleEndian.PutUint32(p[4*i:], res.words[avx2Groups*i+l])
-			}
 			out.Scales[k] = uint8(res.codes[l])
 			out.Stats[k] = GroupStats{SumSq: res.ss[l], Err: res.err[l], RTNErr: res.rtn[l], Clipped: res.clip[l]}
 		}
@@ -82,9 +75,9 @@ func fp4BatchesAVX2(out FP4Out, src []float32, ng, gs int, g float32, search Sea
 }
 
 // fp4Batch8Groups quantizes eight transposed groups of n elements (NVFP4 for 16, with the
-// global scale bits gb; MXFP4 for 32) into r. It returns false, having written nothing, when a
-// value is not finite.
-func fp4Batch8Groups(r *fp4Batch8, t []float32, n int, gb uint32, mse bool) bool {
+// global scale bits gb; MXFP4 for 32): their packed codes to dst, the rest to r. It returns
+// false, having written nothing, when a value is not finite.
+func fp4Batch8Groups(r *fp4Batch8, dst []byte, t []float32, n int, gb uint32, mse bool) bool {
 	k := &fp4K8
 	var m archsimd.Uint32x8
 	for j := range n {
@@ -146,12 +139,32 @@ func fp4Batch8Groups(r *fp4Batch8, t []float32, n int, gb uint32, mse bool) bool
 		e = e0.Merge(e, srch) // groups not searched: their RTN error is their error
 	}
 	e.Store((*[8]float32)(r.rtn[:8]))
-	w0.Store((*[8]uint32)(r.words[0:]))
-	w1.Store((*[8]uint32)(r.words[8:]))
-	w2.Store((*[8]uint32)(r.words[16:]))
-	w3.Store((*[8]uint32)(r.words[24:]))
+	storeWords8(dst, w0, w1, w2, w3, nv)
 	best.Store(&r.codes)
 	return true
+}
+
+// storeWords8 writes the words of eight groups (w_i: word i of each group; two words a group
+// when nv, else four) to dst in output order, the transposition of transpose8: interleaves of
+// 32-bit, then 64-bit elements within each 128-bit half, then the halves exchanged.
+func storeWords8(dst []byte, w0, w1, w2, w3 archsimd.Uint32x8, nv bool) {
+	st := func(i int, v archsimd.Uint32x8) {
+		v.Store((*[8]uint32)(unsafe.Pointer((*[32]byte)(dst[32*i:]))))
+	}
+	a, b := w0.InterleaveLoGrouped(w1), w0.InterleaveHiGrouped(w1)
+	if nv { // a: groups 0, 1 | 4, 5; b: groups 2, 3 | 6, 7
+		st(0, a.Select128FromPair(0, 2, b))
+		st(1, a.Select128FromPair(1, 3, b))
+		return
+	}
+	e, f := w2.InterleaveLoGrouped(w3).AsUint64x4(), w2.InterleaveHiGrouped(w3).AsUint64x4()
+	a64, b64 := a.AsUint64x4(), b.AsUint64x4()
+	c0, c1 := a64.InterleaveLoGrouped(e).AsUint32x8(), a64.InterleaveHiGrouped(e).AsUint32x8() // groups 0 | 4, 1 | 5
+	c2, c3 := b64.InterleaveLoGrouped(f).AsUint32x8(), b64.InterleaveHiGrouped(f).AsUint32x8() // groups 2 | 6, 3 | 7
+	st(0, c0.Select128FromPair(0, 2, c1))
+	st(1, c2.Select128FromPair(0, 2, c3))
+	st(2, c0.Select128FromPair(1, 3, c1))
+	st(3, c2.Select128FromPair(1, 3, c3))
 }
 
 // e4m3x8 is e4m3x16 in eight lanes.
