@@ -131,19 +131,16 @@ func pack8(c archsimd.Uint32x8) uint32 {
 // fp4NibblePos is the bit position of each of eight codes in a packed 32-bit word.
 var fp4NibblePos = [8]uint32{0, 4, 8, 12, 16, 20, 24, 28}
 
-// expandFP4AVX2 is expandFP4Range eight values per vector: the codes of four bytes (each byte
-// twice, VPSHUFB, then its low or high nibble), their magnitudes permuted from the eight grid
-// values and the sign bit set from bit 3, times the group's scale.
+// expandFP4AVX2 is expandFP4Range eight values per vector: the codes of a 32-bit word shifted
+// into lanes (VPSRLVD), their magnitudes permuted from the eight grid values (the permute reads
+// the low three bits) and the sign bit moved in from bit 3, times the group's scale.
 func expandFP4AVX2(dst []float32, p []byte, scales []float32, i0, g int) {
 	table := archsimd.LoadFloat32x8((*[8]float32)(e2m1Values[:8]))
-	dup := archsimd.LoadUint8x16(&fp4DupBytes).AsInt8x16()
-	shift := archsimd.LoadUint32x8((*[8]uint32)(fp4NibbleShifts[:8]))
-	low, signBit := archsimd.BroadcastUint32x8(15), archsimd.BroadcastUint32x8(8)
+	shr := archsimd.LoadUint32x8(&fp4NibblePos)
+	signBit := archsimd.BroadcastUint32x8(8)
 	for i := 0; i+8 <= len(dst); i += 8 {
-		b := archsimd.BroadcastUint32x4(binary.LittleEndian.Uint32(p[i/2:])).AsUint8x16()
-		c := b.PermuteOrZero(dup).ExtendLo8ToUint32().ShiftRight(shift).And(low)
-		sign := c.And(signBit).ShiftLeft(archsimd.BroadcastUint32x8(28))
-		v := table.Permute(c).AsUint32x8().Or(sign).AsFloat32x8()
+		c := archsimd.BroadcastUint32x8(binary.LittleEndian.Uint32(p[i/2:])).ShiftRight(shr)
+		v := table.Permute(c).AsUint32x8().Or(c.And(signBit).ShiftAllLeft(28)).AsFloat32x8()
 		v.Mul(archsimd.BroadcastFloat32x8(scales[(i0+i)/g])).Store((*[8]float32)(dst[i:]))
 	}
 }

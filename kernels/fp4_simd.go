@@ -9,7 +9,9 @@ import (
 	"simd/archsimd"
 )
 
-// The FP4 groups on AVX-512: one Float32x16 holds an NVFP4 group (two an MXFP4 group), so
+// The FP4 groups one at a time on AVX-512, for the groups after the last whole batch (the
+// batches, sixteen or eight groups at once, are fp4batch_avx512.go and fp4batch_avx2.go) and
+// with the batches switched off: one Float32x16 holds an NVFP4 group (two an MXFP4 group), so
 // vector lane j holds elements j and j+8 (j+16, j+24) of the specification's lane j%8, and the
 // specification's eight lanes are the sum of the two halves (in element order) followed by the
 // tree ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) of two horizontal adds. An element's value is found
@@ -59,6 +61,39 @@ func callFP4Groups(out FP4Out, src []float32, k0, k1, gs int, cs []fp4Cand) {
 			RTNErr: math.Float32frombits(r.rtn), Clipped: r.clip,
 		}
 	}
+}
+
+// callFP4Batches quantizes whole batches of groups in vectors, sixteen at a time with the
+// AVX-512 loops (fp4batch_avx512.go), eight with the AVX2 ones (fp4batch_avx2.go), and returns
+// how many groups it did.
+func callFP4Batches(out FP4Out, src []float32, ng, gs int, g float32, search Search) int {
+	switch {
+	case noBatchSearch:
+		return 0
+	case lp == &avx512Loops:
+		return fp4BatchesAVX512(out, src, ng, gs, g, search)
+	case lp == &avx2Loops:
+		return fp4BatchesAVX2(out, src, ng, gs, g, search)
+	}
+	return 0
+}
+
+// callErrLanesFP4 adds the error sums of ref against the FP4 dequantization with the fused
+// vector loops (fp4errsums_avx512.go, fp4errsums_avx2.go) where a is on a lane boundary, and
+// reports whether it did; otherwise the caller expands the values and adds them.
+func callErrLanesFP4(a *errAcc, ref []float32, packed []byte, scales []float32, g int) bool {
+	if a.n&7 != 0 || len(scales) == 0 {
+		return false
+	}
+	switch lp {
+	case &avx512Loops:
+		errLanesFP4AVX512(a, ref, packed, scales, g)
+	case &avx2Loops:
+		errLanesFP4AVX2(a, ref, packed, scales, g)
+	default:
+		return false
+	}
+	return true
 }
 
 // callExpandFP4 is expandFP4Range, sixteen values per vector (a permute of the sixteen E2M1
@@ -179,6 +214,7 @@ var fp4Vec struct {
 var _ = func() bool {
 	if archsimd.X86.AVX512() {
 		initFP4Vectors()
+		initFP4Batch()
 	}
 	return true
 }()

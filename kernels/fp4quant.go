@@ -78,7 +78,9 @@ func quantizeFP4(out FP4Out, src []float32, ng, gs int, g float32, search Search
 			tab[c] = NVFP4Scale(uint8(c), g)
 		}
 	}
-	for k0 := 0; k0 < ng; k0 += fp4Chunk {
+	// Whole batches of groups in vectors where the loops have them (the same bytes), then the
+	// rest a chunk at a time.
+	for k0 := callFP4Batches(out, src, ng, gs, g, search); k0 < ng; k0 += fp4Chunk {
 		k1 := min(ng, k0+fp4Chunk)
 		for k := k0; k < k1; k++ {
 			x := src[k*gs : (k+1)*gs : (k+1)*gs]
