@@ -96,13 +96,19 @@ func axpyAVX512(y, x []float32, a float32) {
 
 func axpyAVX2(y, x []float32, a float32) {
 	x = x[:len(y)]
-	// The tail first, while the upper halves are clean (a partial load would trip -race's
+	// The tail as axpyAVX512's, through stack arrays (a partial load would trip -race's
 	// pointer checks).
 	t := len(y) &^ 7
-	axpyScalar(y[t:], x[t:], a)
+	var tx, ty [8]float32
+	n := copy(tx[:], x[t:])
+	copy(ty[:], y[t:])
 	va := archsimd.BroadcastFloat32x8(a)
 	for i := 0; i < t; i += 8 {
 		va.MulAdd(archsimd.LoadFloat32x8Slice(x[i:]), archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
 	}
+	if n > 0 {
+		va.MulAdd(archsimd.LoadFloat32x8(&tx), archsimd.LoadFloat32x8(&ty)).Store(&ty)
+	}
 	archsimd.ClearAVXUpperBits()
+	copy(y[t:], ty[:n])
 }
