@@ -31,12 +31,8 @@ func (CPU) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, row
 	}
 	for bi := range br {
 		r0, r1 := bi*FP8Block, min(rows, (bi+1)*FP8Block)
-		clear(amax)
-		for r := r0; r < r1; r++ {
-			row := src[r*cols : (r+1)*cols]
-			for bj := range bc {
-				amax[bj] = max(amax[bj], lp.absMaxBits(row[bj*FP8Block:min(cols, (bj+1)*FP8Block)]))
-			}
+		for bj := range amax {
+			amax[bj] = lp.blockAbsMax(src, cols, r0, r1, bj*FP8Block, min(cols, (bj+1)*FP8Block))
 		}
 		sc := scaleInv[bi*bc : (bi+1)*bc]
 		for bj, ab := range amax {
@@ -50,12 +46,7 @@ func (CPU) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, row
 			sc[bj] = s
 		}
 		for r := r0; r < r1; r++ {
-			row := src[r*cols : (r+1)*cols]
-			out := codes[r*cols : (r+1)*cols]
-			for bj, s := range sc {
-				c0, c1 := bj*FP8Block, min(cols, (bj+1)*FP8Block)
-				lp.encodeE4M3(out[c0:c1], row[c0:c1], s)
-			}
+			lp.encodeE4M3Row(codes[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], sc)
 		}
 	}
 	return nil
@@ -70,6 +61,33 @@ func firstNonFiniteBlock(src []float32, cols, r0, r1, bj int) error {
 		}
 	}
 	return nil
+}
+
+// blockAbsMax returns the largest |x| bit pattern of the block of src (cols wide) in rows r0 to
+// r1 and columns c0 to c1, row by row with absMaxBits.
+func blockAbsMax(src []float32, cols, r0, r1, c0, c1 int) uint32 {
+	return blockAbsMaxBy(absMaxBits, src, cols, r0, r1, c0, c1)
+}
+
+func blockAbsMaxBy(absMax func([]float32) uint32, src []float32, cols, r0, r1, c0, c1 int) uint32 {
+	var m uint32
+	for r := r0; r < r1; r++ {
+		m = max(m, absMax(src[r*cols+c0:r*cols+c1]))
+	}
+	return m
+}
+
+// encodeE4M3Row encodes a row of FP8 blocks (FP8Block columns each, the last one shorter), block
+// bj with scale sc[bj], with encodeE4M3Scalar.
+func encodeE4M3Row(codes []byte, row []float32, sc []float32) {
+	encodeE4M3RowBy(encodeE4M3Scalar, codes, row, sc)
+}
+
+func encodeE4M3RowBy(encode func([]byte, []float32, float32), codes []byte, row []float32, sc []float32) {
+	for bj, s := range sc {
+		c0, c1 := bj*FP8Block, min(len(row), (bj+1)*FP8Block)
+		encode(codes[c0:c1], row[c0:c1], s)
+	}
 }
 
 // DequantizeFP8Block implements Backend.

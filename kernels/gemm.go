@@ -72,17 +72,18 @@ func MatMulAddF32(c, a, b MatF32, sub, lower bool) error {
 				break
 			}
 			packB(bp, b, pc, kc, jc, nc)
-			for j := 0; j < nc; j += gemmNR {
-				bpj := bp[j*kc : (j+gemmNR)*kc]
-				nr := min(gemmNR, nc-j)
-				c0 := jc + j
-				i0 := 0
-				if lower {
-					i0 = max(0, c0-gemmMR+1) / gemmMR * gemmMR // the first row tile reaching the diagonal
-				}
-				for r0 := i0; r0 < m; r0 += gemmMR {
-					api := ap[r0*kc : (r0+gemmMR)*kc]
-					mr := min(gemmMR, m-r0)
+			// Row tiles outermost: a row panel of A stays in the first-level cache while it
+			// meets every column panel of B, and each row of C is met in order.
+			for r0 := 0; r0 < m; r0 += gemmMR {
+				api := ap[r0*kc : (r0+gemmMR)*kc]
+				mr := min(gemmMR, m-r0)
+				for j := 0; j < nc; j += gemmNR {
+					bpj := bp[j*kc : (j+gemmNR)*kc]
+					nr := min(gemmNR, nc-j)
+					c0 := jc + j
+					if lower && r0 < max(0, c0-gemmMR+1)/gemmMR*gemmMR {
+						continue // above the first row tile reaching the diagonal
+					}
 					if mr == gemmMR && nr == gemmNR {
 						kern(kc, api, bpj, c.Data[r0*c.Stride+c0:], c.Stride)
 						continue

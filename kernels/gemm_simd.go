@@ -76,26 +76,39 @@ func add8x2(row []float32, v0, v1 archsimd.Float32x8) {
 
 func axpyAVX512(y, x []float32, a float32) {
 	x = x[:len(y)]
-	// The tail first, while the upper halves are clean: the same fused multiply-add, one
-	// element at a time.
+	// The tail (GPTQ's are most of a short row) goes through a vector too, copied in and out
+	// of stack arrays (the scalar fused multiply-add is emulated, several times slower): the
+	// copies in first, while the upper halves are clean, the copy out after VZEROUPPER.
 	t := len(y) &^ 15
-	axpyScalar(y[t:], x[t:], a)
+	var tx, ty [16]float32
+	n := copy(tx[:], x[t:])
+	copy(ty[:], y[t:])
 	va := archsimd.BroadcastFloat32x16(a)
 	for i := 0; i < t; i += 16 {
 		va.MulAdd(archsimd.LoadFloat32x16Slice(x[i:]), archsimd.LoadFloat32x16Slice(y[i:])).StoreSlice(y[i:])
 	}
+	if n > 0 {
+		va.MulAdd(archsimd.LoadFloat32x16(&tx), archsimd.LoadFloat32x16(&ty)).Store(&ty)
+	}
 	archsimd.ClearAVXUpperBits()
+	copy(y[t:], ty[:n])
 }
 
 func axpyAVX2(y, x []float32, a float32) {
 	x = x[:len(y)]
-	// The tail first, while the upper halves are clean (a partial load would trip -race's
+	// The tail as axpyAVX512's, through stack arrays (a partial load would trip -race's
 	// pointer checks).
 	t := len(y) &^ 7
-	axpyScalar(y[t:], x[t:], a)
+	var tx, ty [8]float32
+	n := copy(tx[:], x[t:])
+	copy(ty[:], y[t:])
 	va := archsimd.BroadcastFloat32x8(a)
 	for i := 0; i < t; i += 8 {
 		va.MulAdd(archsimd.LoadFloat32x8Slice(x[i:]), archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
 	}
+	if n > 0 {
+		va.MulAdd(archsimd.LoadFloat32x8(&tx), archsimd.LoadFloat32x8(&ty)).Store(&ty)
+	}
 	archsimd.ClearAVXUpperBits()
+	copy(y[t:], ty[:n])
 }

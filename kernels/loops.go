@@ -30,6 +30,10 @@ type loopSet struct {
 	decodeE4M3 func(dst []float32, codes []byte, s float32)
 	// encodeE4M3 writes e4m3(src[i]/s) into codes (len(codes) == len(src)).
 	encodeE4M3 func(codes []byte, src []float32, s float32)
+	// blockAbsMax and encodeE4M3Row are the two passes of the FP8 block quantizer
+	// (blockAbsMax and encodeE4M3Row of fp8.go).
+	blockAbsMax   func(src []float32, cols, r0, r1, c0, c1 int) uint32
+	encodeE4M3Row func(codes []byte, row []float32, sc []float32)
 	// gemmTile adds a gemmMR×gemmNR tile of packed panels to C (gemmTileScalar).
 	gemmTile func(kc int, ap, bp, c []float32, ldc int)
 	// axpy sets y[i] = fma32(a, x[i], y[i]) (len(x) == len(y)).
@@ -37,22 +41,24 @@ type loopSet struct {
 }
 
 var scalarLoops = loopSet{
-	name:         "scalar",
-	absMaxBits:   absMaxBits,
-	sumSq:        sumSq,
-	errMulBatch:  errMulBatch,
-	errDiv:       errDiv,
-	errSumsMul:   errSumsMul,
-	errSumsDiv:   errSumsDiv,
-	packDiv:      packDiv,
-	packMul:      packMul,
-	wSums:        wSums,
-	errLanes:     errLanesScalar,
-	errLanesInt4: errLanesInt4Scalar,
-	decodeE4M3:   decodeE4M3Scalar,
-	encodeE4M3:   encodeE4M3Scalar,
-	gemmTile:     gemmTileScalar,
-	axpy:         axpyScalar,
+	name:          "scalar",
+	absMaxBits:    absMaxBits,
+	sumSq:         sumSq,
+	errMulBatch:   errMulBatch,
+	errDiv:        errDiv,
+	errSumsMul:    errSumsMul,
+	errSumsDiv:    errSumsDiv,
+	packDiv:       packDiv,
+	packMul:       packMul,
+	wSums:         wSums,
+	errLanes:      errLanesScalar,
+	errLanesInt4:  errLanesInt4Scalar,
+	decodeE4M3:    decodeE4M3Scalar,
+	encodeE4M3:    encodeE4M3Scalar,
+	blockAbsMax:   blockAbsMax,
+	encodeE4M3Row: encodeE4M3Row,
+	gemmTile:      gemmTileScalar,
+	axpy:          axpyScalar,
 }
 
 // loopSets lists the implementations this binary and CPU can run, the scalar one first and the

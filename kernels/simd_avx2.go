@@ -18,22 +18,24 @@ import (
 // random and adversarial input.
 
 var avx2Loops = loopSet{
-	name:         "avx2",
-	absMaxBits:   absMaxBitsAVX2,
-	sumSq:        sumSqAVX2,
-	errMulBatch:  errMulBatchAVX2,
-	errDiv:       errDivAVX2,
-	errSumsMul:   errSumsMulAVX2,
-	errSumsDiv:   errSumsDivAVX2,
-	packDiv:      packDivAVX2,
-	packMul:      packMulAVX2,
-	wSums:        wSumsAVX2,
-	errLanes:     errLanesAVX2,
-	errLanesInt4: errLanesInt4AVX2,
-	decodeE4M3:   decodeE4M3AVX2,
-	encodeE4M3:   encodeE4M3AVX2,
-	gemmTile:     gemmTileAVX2,
-	axpy:         axpyAVX2,
+	name:          "avx2",
+	absMaxBits:    absMaxBitsAVX2,
+	sumSq:         sumSqAVX2,
+	errMulBatch:   errMulBatchAVX2,
+	errDiv:        errDivAVX2,
+	errSumsMul:    errSumsMulAVX2,
+	errSumsDiv:    errSumsDivAVX2,
+	packDiv:       packDivAVX2,
+	packMul:       packMulAVX2,
+	wSums:         wSumsAVX2,
+	errLanes:      errLanesAVX2,
+	errLanesInt4:  errLanesInt4AVX2,
+	decodeE4M3:    decodeE4M3AVX2,
+	encodeE4M3:    encodeE4M3AVX2,
+	blockAbsMax:   blockAbsMaxAVX2,
+	encodeE4M3Row: encodeE4M3RowAVX2,
+	gemmTile:      gemmTileAVX2,
+	axpy:          axpyAVX2,
 }
 
 // A package-level variable, not init: variables are initialised before any init function runs,
@@ -55,6 +57,14 @@ func bc(v float32) archsimd.Float32x8 { return archsimd.BroadcastFloat32x8(v) }
 func levelAVX2(v archsimd.Float32x8) (q, r archsimd.Float32x8) {
 	r = v.Max(bc(-8)).Min(bc(7)).Add(bc(rne))
 	return r.Sub(bc(rne)), r
+}
+
+func blockAbsMaxAVX2(src []float32, cols, r0, r1, c0, c1 int) uint32 {
+	return blockAbsMaxBy(absMaxBitsAVX2, src, cols, r0, r1, c0, c1)
+}
+
+func encodeE4M3RowAVX2(codes []byte, row []float32, sc []float32) {
+	encodeE4M3RowBy(encodeE4M3AVX2, codes, row, sc)
 }
 
 func absMaxBitsAVX2(x []float32) uint32 {

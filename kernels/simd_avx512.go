@@ -18,6 +18,8 @@ var avx512Loops = func() loopSet {
 	s.errLanes = errLanesAVX512
 	s.errLanesInt4 = errLanesInt4AVX512
 	s.encodeE4M3 = encodeE4M3AVX512
+	s.blockAbsMax = blockAbsMaxAVX512
+	s.encodeE4M3Row = encodeE4M3RowAVX512
 	s.decodeE4M3 = decodeE4M3AVX512
 	s.gemmTile = gemmTileAVX512
 	s.axpy = axpyAVX512
@@ -41,6 +43,7 @@ func initAVX512Vectors() {
 	negOne64x8 = archsimd.BroadcastFloat64x8(-1)
 	int4Levels = archsimd.LoadFloat32x16(&[16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7})
 	nibbleShifts64 = archsimd.LoadUint64x8(&nibbleShifts64Arr)
+	nibbleShifts64Hi = archsimd.LoadUint64x8(&nibbleShifts64HiArr)
 	archsimd.ClearAVXUpperBits()
 	initRTNVectors()
 	initSearch16Vectors()

@@ -1,0 +1,78 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import "simd/archsimd"
+
+// The FP8 block quantizer's two passes over a 128-row block row, in calls that cover many
+// blocks at once: per block and row (128 elements), the call, the constants of the loop and the
+// reduction of the maximum cost as much as the block's arithmetic.
+
+// blockAbsMaxAVX512 returns the largest |x| bit pattern of the block of src (cols wide) in rows
+// r0 to r1 and columns c0 to c1: one vector maximum over all its rows, reduced once.
+func blockAbsMaxAVX512(src []float32, cols, r0, r1, c0, c1 int) uint32 {
+	var lanes [16]uint32 // zeroed here, before the vector code
+	w := c1 - c0
+	n := w &^ 15
+	var m uint32
+	if n < w { // the scalar tails first, while the upper halves are clean
+		for r := r0; r < r1; r++ {
+			m = max(m, absMaxBits(src[r*cols+c0+n:r*cols+c1]))
+		}
+	}
+	if n == 0 {
+		return m
+	}
+	abs := bcu16(0x7fffffff)
+	var acc0, acc1 archsimd.Uint32x16
+	for r := r0; r < r1; r++ {
+		row := src[r*cols+c0 : r*cols+c0+n]
+		j := 0
+		for ; j+32 <= len(row); j += 32 {
+			acc0 = acc0.Max(archsimd.LoadFloat32x16((*[16]float32)(row[j:])).AsUint32x16().And(abs))
+			acc1 = acc1.Max(archsimd.LoadFloat32x16((*[16]float32)(row[j+16:])).AsUint32x16().And(abs))
+		}
+		if j < len(row) {
+			acc0 = acc0.Max(archsimd.LoadFloat32x16((*[16]float32)(row[j:])).AsUint32x16().And(abs))
+		}
+	}
+	acc0.Max(acc1).Store(&lanes)
+	archsimd.ClearAVXUpperBits()
+	for _, v := range lanes {
+		m = max(m, v)
+	}
+	return m
+}
+
+// encodeE4M3RowAVX512 is encodeE4M3AVX512 over a row of blocks: the elements of block bj
+// (FP8Block columns, the last one shorter) with scale sc[bj], the constants set once.
+func encodeE4M3RowAVX512(codes []byte, row []float32, sc []float32) {
+	if len(sc) == 0 {
+		return
+	}
+	codes = codes[:len(row)]
+	// The scalar tail (of the last block) first, while the upper halves are clean.
+	last := (len(sc) - 1) * FP8Block
+	t := last + (len(row)-last)&^15
+	encodeE4M3Scalar(codes[t:], row[t:], sc[len(sc)-1])
+	c80, c7fff, one, round := bcu16(0x80), bcu16(0x7fffffff), bcu16(1), bcu16(1<<32+0x7ffff-120<<23)
+	f512, frne := bc16(512), bc16(rne)
+	minNormal, satur := archsimd.BroadcastInt32x16(0x3c800000), archsimd.BroadcastInt32x16(0x43e00000)
+	for bj, s := range sc {
+		vs := bc16(s)
+		for j, end := bj*FP8Block, min(t, (bj+1)*FP8Block); j < end; j += 16 {
+			b := archsimd.LoadFloat32x16((*[16]float32)(row[j:])).Div(vs).AsUint32x16()
+			a := b.And(c7fff)
+			code := sra16(a.Add(round).Add(sra16(a, 20).And(one)), 20)
+			ai := a.AsInt32x16()
+			if sub := ai.Less(minNormal); sub.ToBits() != 0 {
+				code = a.AsFloat32x16().Mul(f512).Add(frne).AsUint32x16().Merge(code, sub)
+			}
+			if big := ai.GreaterEqual(satur); big.ToBits() != 0 {
+				code = e4m3Big(ai).Merge(code, big)
+			}
+			code.Or(sra16(b, 24).And(c80)).TruncateToUint8().Store((*[16]uint8)(codes[j:]))
+		}
+	}
+	archsimd.ClearAVXUpperBits()
+}
