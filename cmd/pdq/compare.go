@@ -55,7 +55,8 @@ plan computes for a decode server holding that checkpoint: weights per GPU, the 
 GPU and the tokens of context one server holds. Nothing is written but the table (and --plot).
 
 The figures are pdq convert's: the same decoded values, quantizers, slabs and error sums, so an
-INT4 figure equals what convert --group-size G reports for the tensor. NVFP4 uses one global scale
+INT4 figure equals what convert --group-size G reports for the tensor, an NVFP4 or MXFP4 one what
+convert --decode-format reports. NVFP4 uses one global scale
 for an expert's gate and up projections together, as the engines' fused GEMM expects (their
 values are read twice for it). Memory is one slab (16 MiB of float32) per worker.
 

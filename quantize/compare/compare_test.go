@@ -241,44 +241,49 @@ func TestFP4EqualsQuantizeFP4(t *testing.T) {
 	}
 }
 
-// TestFP4EqualsConvert: where pdq convert writes NVFP4 or MXFP4, compare's figures are the ones
-// its report gives.
+// TestFP4EqualsConvert: compare's NVFP4 and MXFP4 figures are the ones pdq convert
+// --decode-format reports, and so are its statistics (the report summary's).
 func TestFP4EqualsConvert(t *testing.T) {
-	src := source(t, "fp8")
-	for _, df := range []convert.DecodeFormat{convert.DecodeNVFP4, convert.DecodeMXFP4} {
-		o := convert.Options{DecodeFormat: df, Only: convert.KindDecode}
-		ck, err := safetensors.Open(src)
-		if err != nil {
-			t.Fatal(err)
+	for _, kind := range []string{"fp8", "slabs"} {
+		src := source(t, kind)
+		for _, df := range []convert.DecodeFormat{convert.DecodeNVFP4, convert.DecodeMXFP4} {
+			testFP4EqualsConvert(t, kind, src, df)
 		}
-		cfg, _ := rules.LoadConfig(ck.Dir)
-		p, err := convert.NewPlan(ck, cfg, o)
-		if err != nil {
-			ck.Close()
-			t.Fatal(err)
+	}
+}
+
+func testFP4EqualsConvert(t *testing.T, kind, src string, df convert.DecodeFormat) {
+	t.Helper()
+	p := plan(t, src, &convert.Options{DecodeFormat: df, Only: convert.KindDecode})
+	rep, err := convert.Run(context.Background(), p, t.TempDir()+"/out", convert.RunOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compare.Run(context.Background(), plan(t, src, nil), compare.Options{Formats: formats(t, string(df)), Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]report.TensorReport{}
+	for _, r := range rep.Tensors {
+		if r.Output == "decode" && r.Scheme == string(p.TargetScheme()) {
+			rows[r.Module] = r
 		}
-		// The run reads the source through the plan's checkpoint (NVFP4's global-scale pass
-		// among others): it stays open until the run ends.
-		rep, err := convert.Run(context.Background(), p, t.TempDir()+"/out", convert.RunOptions{Workers: 2})
-		ck.Close()
-		if err != nil {
-			t.Fatal(err)
+	}
+	if len(rows) != len(res.Modules) {
+		t.Fatalf("%s %s: convert reports %d modules, compare measured %d", kind, df, len(rows), len(res.Modules))
+	}
+	for _, m := range res.Modules {
+		got := m.Metrics[0]
+		if row, ok := rows[m.Name]; !ok || report.Float(got.SQNR()) != row.SQNR || got.Clipped != row.Clipped || got.MaxAbsIdx != row.MaxAbsIndex {
+			t.Errorf("%s %s %s: compare SQNR %v clipped %d, convert %v %d (reported: %v)", kind, df, m.Name, got.SQNR(), got.Clipped, row.SQNR, row.Clipped, ok)
 		}
-		fs := formats(t, string(df))
-		res, err := compare.Run(context.Background(), plan(t, src, nil), compare.Options{Formats: fs})
-		if err != nil {
-			t.Fatal(err)
+	}
+	for _, sum := range rep.Summary {
+		if sum.Output != "decode" || sum.Role != string(rules.RoleRoutedExpert) {
+			continue
 		}
-		rows := map[string]report.TensorReport{}
-		for _, r := range rep.Tensors {
-			if r.Output == "decode" && r.Scheme == string(p.TargetScheme()) {
-				rows[r.Module] = r
-			}
-		}
-		for _, m := range res.Modules {
-			if row, ok := rows[m.Name]; !ok || report.Float(m.Metrics[0].SQNR()) != row.SQNR {
-				t.Errorf("%s %s: compare %v, convert %v (reported: %v)", df, m.Name, m.Metrics[0].SQNR(), row.SQNR, ok)
-			}
+		if o := res.Summaries()[0].Overall; o.MeanSQNR != sum.MeanSQNR || o.MinSQNR != sum.MinSQNR || o.SQNR != sum.SQNR {
+			t.Errorf("%s %s: compare mean %v min %v pooled %v, convert's summary %v %v %v", kind, df, o.MeanSQNR, o.MinSQNR, o.SQNR, sum.MeanSQNR, sum.MinSQNR, sum.SQNR)
 		}
 	}
 }
@@ -345,9 +350,8 @@ func TestSelection(t *testing.T) {
 	}
 }
 
-// TestDecodeTensorsEqualPlan: the decode checkpoint compare sizes for an INT4 format is the one
-// the conversion plans with that group size, tensor for tensor; so are the FP4 ones where the
-// conversion writes them.
+// TestDecodeTensorsEqualPlan: the decode checkpoint compare sizes for each format is the one the
+// conversion plans with that format (and group size), tensor for tensor.
 func TestDecodeTensorsEqualPlan(t *testing.T) {
 	for _, kind := range []string{"bf16", "glm4"} {
 		src := source(t, kind)
@@ -366,10 +370,6 @@ func TestDecodeTensorsEqualPlan(t *testing.T) {
 			cfg, _ := rules.LoadConfig(ck.Dir)
 			want, err := convert.NewPlan(ck, cfg, o)
 			ck.Close()
-			if errors.Is(err, convert.ErrBadOptions) && f.Kind != compare.KindInt4 {
-				t.Logf("%s: convert does not plan it yet (%v); its sizes are serving.FormatTensors' alone", f.Name, err)
-				continue
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
