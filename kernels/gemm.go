@@ -11,6 +11,9 @@ import (
 // and accumulates a·b over the block in index order with fused multiply-adds rounded once to
 // float32 (fma32). The tiling of rows and columns does not enter the result, so it does not
 // depend on the CPU, the loop set or the number of goroutines a caller splits the rows over.
+// (One exception: when several operands of a sum are NaNs of different payloads, which one comes
+// out is not specified. Sources holding a NaN are refused, and the arithmetic makes only the
+// default NaN.)
 
 // GemmKC is the number of inner indices summed before C is updated (see MatMulAddF32).
 const GemmKC = 128

@@ -21,7 +21,7 @@ var avx512Loops = func() loopSet {
 	s.blockAbsMax = blockAbsMaxAVX512
 	s.encodeE4M3Row = encodeE4M3RowAVX512
 	s.decodeE4M3 = decodeE4M3AVX512
-	s.gemmTile = gemmTileAVX512
+	s.gemmTile = gemmTileAVX512A
 	s.axpy = axpyAVX512
 	return s
 }()

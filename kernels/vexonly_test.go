@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,7 +17,8 @@ import (
 )
 
 // TestNoLegacySSEInVectorCode reads the code the compiler makes of this package (the listing
-// of go build -gcflags=-S: the instructions as the assembler encodes them) and fails on any
+// of go build -gcflags=-S: the instructions as the assembler encodes them), and the listing of
+// its assembly files (-asmflags=-S, the same form), and fails on any
 // legacy-SSE instruction (an xmm operand without the VEX/EVEX form: MOVQ r64, X; XORPS; MOVSS;
 // CVTSL2SS; ADDSS; UCOMISS; MOVUPS ...) run while the upper halves of the vector registers may
 // be dirty. On Intel cores each of those pays an AVX-SSE transition or a merge with the dirty
@@ -41,13 +43,14 @@ func TestNoLegacySSEInVectorCode(t *testing.T) {
 	if err != nil {
 		t.Skipf("no go command to compile the listing with: %v", err)
 	}
-	cmd := exec.Command(goBin, "build", "-gcflags=-S", ".")
+	cmd := exec.Command(goBin, "build", "-gcflags=-S", "-asmflags=-S", ".")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go build -gcflags=-S: %v\n%s", err, out.Bytes())
 	}
 	funcs := parseListing(t, out.Bytes())
+	checkAsmListed(t, funcs)
 	nVector := 0
 	for _, f := range funcs {
 		if f.vector {
@@ -122,20 +125,57 @@ var (
 	xmmReg     = regexp.MustCompile(`\bX([0-9]|1[0-5])\b`)
 	indirect   = regexp.MustCompile(`^[A-Z][A-Z0-9]*$`) // CALL AX, CALL R12
 	closure    = regexp.MustCompile(`\.func\d+(\.\d+)*$`)
+	asmHeader  = regexp.MustCompile(`^\S+ STEXT .*\basm\b`)
+	asmText    = regexp.MustCompile(`(?m)^TEXT\s+·(\w+)\(SB\)`)
 )
+
+// abi0 marks the listed body of an assembly function (ABI0), apart from its wrapper.
+const abi0 = "<ABI0>"
+
+// checkAsmListed fails unless every function of the package's amd64 assembly files is in the
+// listing, so that the test reads them too.
+func checkAsmListed(t *testing.T, funcs map[string]*listedFunc) {
+	t.Helper()
+	files, err := filepath.Glob("*_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range asmText.FindAllSubmatch(src, -1) {
+			found := false
+			for name := range funcs {
+				if strings.HasSuffix(name, "."+string(m[1])+abi0) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: %s is not in the assembler's listing", file, m[1])
+			}
+		}
+	}
+}
 
 // parseListing splits a -S listing into this package's functions.
 func parseListing(t *testing.T, listing []byte) map[string]*listedFunc {
 	t.Helper()
 	funcs := map[string]*listedFunc{}
 	var cur *listedFunc
+	var wrappers []*listedFunc
 	sc := bufio.NewScanner(bytes.NewReader(listing))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		l := sc.Text()
 		if m := funcHeader.FindStringSubmatch(l); m != nil {
 			cur = &listedFunc{growAt: -1}
-			funcs[m[1]] = cur
+			name := m[1]
+			if asmHeader.MatchString(l) {
+				name += abi0 // the body of an assembly function, called through its wrapper
+			}
+			funcs[name] = cur
 			continue
 		}
 		m := insnLine.FindStringSubmatch(l)
@@ -147,10 +187,24 @@ func parseListing(t *testing.T, listing []byte) map[string]*listedFunc {
 		if in.op == "PCDATA" || in.op == "FUNCDATA" {
 			continue
 		}
+		if in.op == "TEXT" && strings.Contains(in.args, "ABIWRAPPER") {
+			wrappers = append(wrappers, cur)
+		}
 		cur.insns = append(cur.insns, in)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+	// Go code calls an assembly function through the compiler's ABI wrapper of the same name
+	// (which restores X15 with a legacy-SSE XORPS after the call); the wrapper calls the body.
+	for _, w := range wrappers {
+		for i, in := range w.insns {
+			if target, ok := strings.CutSuffix(in.args, "(SB)"); ok && in.op == "CALL" {
+				if _, asm := funcs[target+abi0]; asm {
+					w.insns[i].args = target + abi0 + "(SB)"
+				}
+			}
+		}
 	}
 	for _, f := range funcs {
 		f.classify()
