@@ -81,3 +81,30 @@ func TestSIMDGemmTileMatchesScalar(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGemmTile: one micro-kernel call of GemmKC steps on panels in the first-level cache,
+// for each vector form this CPU runs (GFMA per second of the tile alone, without packing or the
+// traffic of C that MatMulAddF32 adds).
+func BenchmarkGemmTile(b *testing.B) {
+	forms := map[string]func(kc int, ap, bp, c []float32, ldc int){}
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		forms["avx2"] = gemmTileAVX2
+	}
+	if archsimd.X86.AVX512() {
+		forms["avx512-go"], forms["avx512-asm"] = gemmTileAVX512, gemmTileAVX512A
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	ap, bp, c := gemmTileCase(r, 0, GemmKC, gemmNR)
+	for _, name := range []string{"avx2", "avx512-go", "avx512-asm"} {
+		f, ok := forms[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				f(GemmKC, ap, bp, c, gemmNR)
+			}
+			b.ReportMetric(float64(GemmKC*gemmMR*gemmNR)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFMA/s")
+		})
+	}
+}
