@@ -31,7 +31,7 @@ var hints = []struct {
 	{convert.ErrW4AFP8Shape, "vLLM's W4A8 kernels take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{engines.ErrNoConfig, "the engines build the model from config.json: put the model's config.json beside the weights (pdq convert --config FILE writes it into its outputs)"},
-	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no INT4 module"},
+	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no module in the decode format"},
 	{convert.ErrBusy, "wait for that run to finish (or stop it); a crashed run holds no lock, so a rerun after a crash is never refused"},
 	{convert.ErrSourceChanged, "rerun once nothing writes to SRC; while a prefill copy is cloned, a hard link or chmod of its shard counts as a change too (--prefill-mode write writes the copy and checks only size and modification time)"},
 	{publish.ErrConversionTop, "publish DIR/prefill and DIR/decode to two versions, e.g. URL/prefill and URL/decode"},

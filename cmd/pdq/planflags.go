@@ -57,7 +57,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	fl.BoolVar(&f.calibActOrder, "calib-act-order", false, "gptq: process columns by decreasing E[x²] (static groups, no g_idx: only the order changes)")
 	fl.Float64Var(&f.calibDamp, "calib-damp", 0, "gptq: dampening as a fraction of the mean Hessian diagonal (default 0.01; raised tenfold on Cholesky failure)")
 	fl.StringVar(&f.config, "config", "", "the model's config.json, for a SRC without one (or to use instead of SRC's); the outputs get it with their quantization_config")
-	fl.BoolVar(&f.noInt4OK, "decode-without-int4", false, "accept a decode checkpoint in which no module is INT4 (otherwise refused: nothing matches --targets)")
+	fl.BoolVar(&f.noInt4OK, "decode-without-int4", false, "accept a decode checkpoint in which no module is in the --decode-format (INT4 by default; otherwise refused: nothing matches --targets)")
 	fl.StringVar(&f.onUnsupported, "on-unsupported", "error", "a target that cannot be quantized (shape not divisible by the group): error, or skip (keep it dense and list it in the report)")
 }
 

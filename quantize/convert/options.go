@@ -107,9 +107,9 @@ var (
 	ErrMissingScale = errors.New("FP8 weight without a scale companion")
 	// ErrBadOptions: options that contradict each other or the source.
 	ErrBadOptions = errors.New("invalid options")
-	// ErrNoTargets: the decode output would hold no INT4 module (nothing matches the targets,
+	// ErrNoTargets: the decode output would hold no module in its decode format (nothing matches the targets,
 	// or the ignore pattern removes every match).
-	ErrNoTargets = errors.New("no module to quantize to INT4")
+	ErrNoTargets = errors.New("no module to quantize in the decode format")
 )
 
 // PerChannel as Options.GroupSize gives one INT4 scale per output channel.

@@ -9,7 +9,7 @@ import (
 	"pdq/quantize/rules"
 )
 
-// checkTargets refuses a decode output with no INT4 module (ErrNoTargets) unless the options
+// checkTargets refuses a decode output with no module in its decode format (ErrNoTargets) unless the options
 // accept one, saying what the checkpoint holds: a dense model or a mistyped pattern otherwise
 // yields a "pack-quantized" checkpoint whose ignore list covers every Linear.
 func (p *Plan) checkTargets(targets, ignore *regexp.Regexp) error {
@@ -48,7 +48,7 @@ func (p *Plan) checkTargets(targets, ignore *regexp.Regexp) error {
 	if example != "" {
 		held += ", e.g. " + example
 	}
-	return fmt.Errorf("convert: %s: %w: %s; %s", p.Source.Dir, ErrNoTargets, why, held)
+	return fmt.Errorf("convert: %s: %w (%s): %s; %s", p.Source.Dir, ErrNoTargets, p.Options.decodeFormat(), why, held)
 }
 
 // configWarnings names config.json values that contradict the tensors: engines size their
