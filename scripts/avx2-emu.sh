@@ -15,6 +15,7 @@ if ! command -v qemu-x86_64 >/dev/null; then
 	exit 0
 fi
 dir=${1:-bin}/emu
+case $dir in /*) ;; *) dir=$PWD/$dir ;; esac # absolute: the binaries run from their package directories
 mkdir -p "$dir"
 export GOEXPERIMENT=${GOEXPERIMENT-simd}
 go test -c -o "$dir/kernels.test" ./kernels
@@ -26,6 +27,6 @@ run() {
 	shift 2
 	(cd "$pkg" && PDQ_WANT_SIMD=avx2 qemu-x86_64 -cpu EPYC-Rome "$bin" -test.count=1 "$@" 2>&1) | grep -v '^qemu-x86_64: warning: TCG'
 }
-run kernels "$PWD/$dir/kernels.test" -test.short -test.run 'SIMDSelected|Golden|SIMD|Fused|NonFinite|BF16|F16|E4M3'
-run quantize/convert "$PWD/$dir/convert.test" -test.run 'Golden'
+run kernels "$dir/kernels.test" -test.short -test.run 'SIMDSelected|Golden|SIMD|Fused|NonFinite|BF16|F16|E4M3'
+run quantize/convert "$dir/convert.test" -test.run 'Golden'
 echo "avx2-emu.sh: AVX2-only CPU (qemu EPYC-Rome): kernels and golden outputs pass"
