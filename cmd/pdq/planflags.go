@@ -62,7 +62,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 }
 
 // decodeFormatHelp is the help of --decode-format: which GPUs and engines each format suits.
-const decodeFormatHelp = `routed experts' format in the decode checkpoint: int4 (compressed-tensors pack-quantized, BF16 scale per --group-size; vLLM and SGLang on Hopper and Blackwell), nvfp4 (nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale shared by gate and up; Blackwell natively, vLLM also on Hopper through Marlin), mxfp4 (mxfp4-pack-quantized: E2M1, power-of-two scale per 32; engine support not checked by pdq) or w4afp8 (INT4 g128 with dynamic per-token FP8 activations: vLLM on SM90 only). nvfp4, mxfp4 and w4afp8 have fixed groups (16, 32, 128): a --group-size saying otherwise is refused`
+const decodeFormatHelp = `routed experts' format in the decode checkpoint: int4 (compressed-tensors pack-quantized, BF16 scale per --group-size; vLLM and SGLang on Hopper and Blackwell), nvfp4 (nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale shared by gate and up; weight-only FP4 Marlin from Ampere on), mxfp4 (mxfp4-pack-quantized: E2M1, power-of-two scale per 32; Marlin from Ampere on) or w4afp8 (INT4 g128 with dynamic per-token FP8 activations: SM90 only); pdq plan names the GPUs each engine loads it on. nvfp4, mxfp4 and w4afp8 have fixed groups (16, 32, 128): a --group-size saying otherwise is refused`
 
 // groupSizeGiven reports whether --group-size was given on the command line.
 func (f *planFlags) groupSizeGiven() bool {
