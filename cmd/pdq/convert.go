@@ -54,19 +54,10 @@ func newConvertCmd() *cobra.Command {
   DIR/decode/      routed experts as group-wise INT4 in the compressed-tensors pack-quantized
                    layout, the rest BF16 (or FP8 with --decode-dense fp8); loads in vLLM and SGLang;
                    --decode-format picks another format for the routed experts:
-                     int4    pack-quantized, --group-size 32 (default), 64, 128 or per channel;
-                             Hopper and Blackwell, vLLM and SGLang
-                     nvfp4   nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale
-                             shared by an expert's gate and up; weight-only through FP4 Marlin
-                             from Ampere on (vLLM; SGLang's recent weight-only scheme)
-                     mxfp4   mxfp4-pack-quantized: E2M1, power-of-two scale per 32; Marlin
-                             from Ampere on, vLLM and SGLang
-                     w4afp8  INT4 g128 declaring dynamic per-token FP8 activations: the W4A8
-                             kernels, SM90 (Hopper) only; shapes they refuse are refused
-                   pdq plan names the GPUs each engine loads the format on (docs/SERVING.md).
-                   nvfp4, mxfp4 and w4afp8 fix their groups (16, 32, 128): leave --group-size out
-                   (one that says otherwise is refused). --method rtn is the compressed-tensors
-                   rule of each format, mse (default) the scale search.
+` + decodeFormatList(21) + `                   pdq plan names the GPUs each engine loads the format on (docs/SERVING.md).
+                   A --group-size that contradicts a format's fixed groups is refused.
+                   --method rtn is the compressed-tensors rule of each format, mse (default)
+                   the scale search.
   DIR/report.json  per-tensor RMSE, relative RMSE, SQNR, max error and cosine of every quantized
                    tensor, measured on the bytes written; read it with pdq report
 

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"pdq/quantize/convert"
+)
+
+// TestDecodeFormatDocs: every decode format the library takes is described, once, in its order,
+// in both the flag's help and pdq convert --help, and the list fits the help's width.
+func TestDecodeFormatDocs(t *testing.T) {
+	if len(decodeFormatDocs) != len(convert.DecodeFormats) {
+		t.Fatalf("%d formats described, %d in convert.DecodeFormats", len(decodeFormatDocs), len(convert.DecodeFormats))
+	}
+	list := decodeFormatList(21)
+	for i, f := range convert.DecodeFormats {
+		if decodeFormatDocs[i].format != f {
+			t.Errorf("entry %d describes %q, want %q", i, decodeFormatDocs[i].format, f)
+		}
+		if !strings.Contains(decodeFormatHelp(), string(f)+" (") {
+			t.Errorf("--decode-format help does not describe %s", f)
+		}
+		if !strings.Contains(list, "  "+string(f)+" ") {
+			t.Errorf("convert --help's list does not describe %s:\n%s", f, list)
+		}
+		if g := f.FixedGroup(); g > 0 && !strings.Contains(strings.Join(strings.Fields(list), " "), string(f)+" ") {
+			t.Errorf("no entry for %s", f)
+		} else if g > 0 && !strings.Contains(entry(list, string(f)), "fixed groups of "+itoa(g)) {
+			t.Errorf("convert --help's list does not say %s fixes groups of %d", f, g)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(list, "\n"), "\n") {
+		if len(line) > 98 {
+			t.Errorf("line wider than 98 columns: %q", line)
+		}
+	}
+}
+
+// entry is the unwrapped text of format f's entry in list.
+func entry(list, f string) string {
+	words := strings.Fields(list)
+	for i, w := range words {
+		if w == f {
+			var out []string
+			for _, x := range words[i+1:] {
+				if slices.Contains(convert.DecodeFormats, convert.DecodeFormat(x)) {
+					break
+				}
+				out = append(out, x)
+			}
+			return strings.Join(out, " ")
+		}
+	}
+	return ""
+}
