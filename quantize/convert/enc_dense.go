@@ -120,7 +120,11 @@ type bf16Bound struct {
 func (b *bf16Bound) Scheme() Scheme { return SchemeBF16 }
 
 func (b *bf16Bound) Specs() []safetensors.TensorSpec {
-	return []safetensors.TensorSpec{{Name: b.m.Name + suffixWeight, DType: safetensors.BF16, Shape: b.m.Weight.Shape}}
+	shape := b.m.Weight.Shape
+	if b.m.Packed != nil {
+		shape = []int64{int64(b.m.Rows), int64(b.m.Cols)}
+	}
+	return []safetensors.TensorSpec{{Name: b.m.Name + suffixWeight, DType: safetensors.BF16, Shape: shape}}
 }
 
 func (b *bf16Bound) ValueTensor() string {
