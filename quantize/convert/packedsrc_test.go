@@ -257,3 +257,31 @@ func verifyOutput(t *testing.T, src, dir string) *convert.VerifyResult {
 	}
 	return v
 }
+
+// TestPackedSourceBands: an already-quantized source cut into bands gives the bytes of whole
+// slabs (the companions' rows follow the bands), with one worker or two.
+func TestPackedSourceBands(t *testing.T) {
+	for _, format := range []string{synth.ExpertsInt4, synth.ExpertsNVFP4} {
+		t.Run(format, func(t *testing.T) {
+			src := shared(t, "banded-"+format, func(dir string) error {
+				m := synth.Tiny(synth.StyleDeepSeek)
+				m.Hidden, m.MoEIntermediate, m.Experts, m.Layers, m.Vocab = 1024, 512, 2, 2, 256
+				return generateInto(dir, synth.Options{Model: m, Seed: 5, MaxShardBytes: 1 << 20, ExpertFormat: format})
+			})
+			before := convert.BandSlabs()
+			banded := filepath.Join(t.TempDir(), "banded")
+			convertTo(t, src, banded, convert.Options{}, convert.RunOptions{Workers: 2})
+			if convert.BandSlabs() == before {
+				t.Fatal("no slab was cut into bands")
+			}
+			restore := convert.SetWholeSlabs(true)
+			whole := filepath.Join(t.TempDir(), "whole")
+			convertTo(t, src, whole, convert.Options{}, convert.RunOptions{Workers: 1})
+			restore()
+			sameFiles(t, "banded vs whole", outputFiles(t, banded), outputFiles(t, whole))
+			if v := verifyOutput(t, src, filepath.Join(banded, "prefill")); !v.OK() {
+				t.Fatalf("verify: %v", v.Problems)
+			}
+		})
+	}
+}
