@@ -354,22 +354,22 @@ func decodePacked(dst []float32, m *Module, s *slab) error {
 	if ps.shape != nil {
 		shape, err := quantize.ParseWeightShape(raw.shape, ps.shape.DType)
 		if err != nil {
-			return fmt.Errorf("tensor %q: %w", ps.shape.Name, err)
+			return fmt.Errorf("%w: tensor %q: %w", ErrPackedSource, ps.shape.Name, err)
 		}
 		if len(shape) != 2 || shape[0] != int64(m.Rows) || shape[1] != int64(m.Cols) {
-			return fmt.Errorf("tensor %q holds %v for weight_packed %v, want [%d, %d]: %w",
-				ps.shape.Name, shape, ps.packed.Shape, m.Rows, m.Cols, quantize.ErrBadShape)
+			return fmt.Errorf("%w: tensor %q holds %v for weight_packed %v, want [%d, %d]: %w",
+				ErrPackedSource, ps.shape.Name, shape, ps.packed.Shape, m.Rows, m.Cols, quantize.ErrBadShape)
 		}
 	}
 	if ps.global != nil {
 		v, err := quantize.ParseTensorScale(raw.global, ps.global.DType)
 		if err != nil {
-			return fmt.Errorf("tensor %q: %w", ps.global.Name, err)
+			return fmt.Errorf("%w: tensor %q: %w", ErrPackedSource, ps.global.Name, err)
 		}
 		in.Scale = v
 	}
 	if err := ps.layout.Decode(dst, s.r1-s.r0, in); err != nil {
-		return fmt.Errorf("module %s rows %d-%d: %w", m.Name, s.r0, s.r1, err)
+		return fmt.Errorf("%w: module %s rows %d-%d: %w", ErrPackedSource, m.Name, s.r0, s.r1, err)
 	}
 	return nil
 }

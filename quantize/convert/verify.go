@@ -48,6 +48,9 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 		return nil, fmt.Errorf("convert: verify: %w", err)
 	}
 	defer out.Close()
+	if err := checkOrder(src, out); err != nil {
+		return nil, err
+	}
 	v.Tensors = len(out.Tensors())
 	verifyFiles(v, src, out)
 	outCfg, err := rules.LoadConfig(out.Dir)
