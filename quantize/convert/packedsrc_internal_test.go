@@ -1,0 +1,97 @@
+package convert
+
+import (
+	"testing"
+
+	"pdq/quantize"
+	"pdq/quantize/report"
+	"pdq/safetensors"
+)
+
+// packedTestModule is a module of an already-quantized source of format f, 256×512.
+func packedTestModule(f quantize.PackedFormat, group int, scale safetensors.DType, asym bool) *Module {
+	tensor := func(suffix string, dt safetensors.DType, shape ...int64) *safetensors.Tensor {
+		return &safetensors.Tensor{TensorInfo: safetensors.TensorInfo{Name: "m" + suffix, DType: dt, Shape: shape}}
+	}
+	const n, k = 256, 512
+	ps := &packedSource{layout: quantize.PackedLayout{Format: f, Rows: n, Cols: k, GroupSize: group, ScaleDType: scale, Asymmetric: asym}}
+	switch f {
+	case quantize.PackedInt4:
+		ps.packed, ps.scale = tensor(suffixPacked, safetensors.I32, n, k/8), tensor(suffixScale, scale, n, int64(k/group))
+		ps.shape = tensor(suffixWeightShape, safetensors.I64, 2)
+		if asym {
+			ps.zero = tensor(suffixZeroPoint, safetensors.I32, n/8, int64(k/group))
+		}
+	default:
+		ps.packed, ps.scale = tensor(suffixPacked, safetensors.U8, n, k/2), tensor(suffixScale, scale, n, int64(k/group))
+		if f == quantize.PackedNVFP4 {
+			ps.global = tensor(suffixGlobalScale, safetensors.F32, 1)
+		}
+	}
+	return &Module{Name: "m", Linear: true, Weight: ps.packed, Packed: ps, Rows: n, Cols: k}
+}
+
+// TestPassesThrough: a decode output passes a module through only in the source's own format
+// with the same parameters.
+func TestPassesThrough(t *testing.T) {
+	int4 := func(g int, dt safetensors.DType, asym bool) *Module {
+		return packedTestModule(quantize.PackedInt4, g, dt, asym)
+	}
+	for _, tc := range []struct {
+		name string
+		m    *Module
+		o    Options
+		want bool
+	}{
+		{"int4 g32 asked g32", int4(32, safetensors.BF16, false), Options{GroupSize: 32}, true},
+		{"int4 g128 asked g128", int4(128, safetensors.BF16, false), Options{GroupSize: 128}, true},
+		{"int4 g32 asked g128", int4(32, safetensors.BF16, false), Options{GroupSize: 128}, false},
+		{"int4 g128 asked per channel", int4(128, safetensors.BF16, false), Options{GroupSize: PerChannel}, false},
+		{"int4 asymmetric", int4(32, safetensors.BF16, true), Options{GroupSize: 32}, false},
+		{"int4 F16 scales", int4(32, safetensors.F16, false), Options{GroupSize: 32}, false},
+		{"int4 asked nvfp4", int4(32, safetensors.BF16, false), Options{GroupSize: 32, DecodeFormat: DecodeNVFP4}, false},
+		{"int4 asked w4afp8", int4(128, safetensors.BF16, false), Options{GroupSize: 128, DecodeFormat: DecodeW4AFP8}, false},
+		{"nvfp4 asked nvfp4", packedTestModule(quantize.PackedNVFP4, 16, "", false), Options{DecodeFormat: DecodeNVFP4}, true},
+		{"nvfp4 asked int4", packedTestModule(quantize.PackedNVFP4, 16, "", false), Options{GroupSize: 32}, false},
+		{"mxfp4 asked mxfp4", packedTestModule(quantize.PackedMXFP4, 32, "", false), Options{DecodeFormat: DecodeMXFP4}, true},
+		{"mxfp4 asked nvfp4", packedTestModule(quantize.PackedMXFP4, 32, "", false), Options{DecodeFormat: DecodeNVFP4}, false},
+		{"modelopt asked nvfp4", packedTestModule(quantize.PackedModelOptNVFP4, 16, "", false), Options{DecodeFormat: DecodeNVFP4}, false},
+	} {
+		if tc.m.Packed.scale.DType == "" {
+			tc.m.Packed.scale.DType = safetensors.F8E4M3
+			if tc.m.Packed.layout.Format == quantize.PackedMXFP4 {
+				tc.m.Packed.scale.DType = safetensors.U8
+			}
+		}
+		if got := passesThrough(tc.m.Packed, &tc.o); got != tc.want {
+			t.Errorf("%s: passesThrough = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPassedStoredBytes: report.StoredBytes of a passed row is the size of the tensors the
+// pass-through plans.
+func TestPassedStoredBytes(t *testing.T) {
+	for _, m := range []*Module{
+		packedTestModule(quantize.PackedInt4, 32, safetensors.BF16, false),
+		packedTestModule(quantize.PackedInt4, 128, safetensors.BF16, false),
+		packedTestModule(quantize.PackedNVFP4, 16, safetensors.F8E4M3, false),
+		packedTestModule(quantize.PackedMXFP4, 32, safetensors.U8, false),
+	} {
+		m.setScheme(KindDecode, SchemePassed)
+		b := encodings[SchemePassed].Bind(m, KindDecode, &Options{GroupSize: m.Packed.layout.GroupSize})
+		var want int64
+		for _, s := range b.Specs() {
+			n := int64(1)
+			for _, d := range s.Shape {
+				n *= d
+			}
+			sz, _ := s.DType.ByteSize(uint64(n))
+			want += int64(sz)
+		}
+		r := newTensorReport(KindDecode, m, b.ValueTensor(), SchemePassed, quantize.Metrics{N: int64(m.Rows * m.Cols)})
+		if got := report.StoredBytes(&r); got != want {
+			t.Errorf("%s g%d: StoredBytes = %d, the pass-through plans %d", m.Packed.layout.Format, m.Packed.layout.GroupSize, got, want)
+		}
+	}
+}
