@@ -138,7 +138,7 @@ func (b *bf16Bound) Copied() []string   { return nil }
 func (b *bf16Bound) Values() bool       { return true }
 func (b *bf16Bound) ChecksFinite() bool { return false }
 func (b *bf16Bound) Bands() bool        { return true }
-func (b *bf16Bound) Cost() float64      { return float64(b.m.Weight.NumElements()) * nsDense * 1e-9 }
+func (b *bf16Bound) Cost() float64      { return float64(b.m.values()) * nsDense * 1e-9 }
 
 func (b *bf16Bound) Dequantize(dst []float32, read TensorReader) (string, error) {
 	raw, _, err := read(b.m.Name + suffixWeight)

@@ -373,3 +373,13 @@ func decodePacked(dst []float32, m *Module, s *slab) error {
 	}
 	return nil
 }
+
+// values is the number of values of module m, what the encodings' costs count: Rows×Cols for a
+// Linear module (an already-quantized weight holds fewer elements than values), its weight's
+// elements otherwise.
+func (m *Module) values() int64 {
+	if m.Linear {
+		return int64(m.Rows) * int64(m.Cols)
+	}
+	return m.Weight.NumElements()
+}

@@ -95,3 +95,18 @@ func TestPassedStoredBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestPackedCost: the encodings cost an already-quantized module by its values, not by its
+// packed elements (eight per I32 word, two per byte), so that parts balance.
+func TestPackedCost(t *testing.T) {
+	o := &Options{GroupSize: 32, Method: quantize.MethodRTN}
+	for _, s := range []Scheme{SchemeInt4, SchemeFP8Block, SchemeBF16} {
+		packed := packedTestModule(quantize.PackedInt4, 32, safetensors.BF16, false)
+		w := &safetensors.Tensor{TensorInfo: safetensors.TensorInfo{Name: "m.weight", DType: safetensors.BF16, Shape: []int64{256, 512}}}
+		dense := &Module{Name: "m", Linear: true, Weight: w, Rows: 256, Cols: 512}
+		a, b := encodings[s].Bind(packed, KindDecode, o).Cost(), encodings[s].Bind(dense, KindDecode, o).Cost()
+		if a != b || a <= 0 {
+			t.Errorf("%s: cost %g for the packed module, %g for the dense one", s, a, b)
+		}
+	}
+}
