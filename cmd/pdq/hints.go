@@ -51,7 +51,7 @@ var commandHints = []struct {
 	{"compare", compare.ErrNoModules, "--layers or --sample chose no target module, or --targets matches none: the first dense layers have no routed experts (pdq inspect SRC lists the modules)"},
 	{"compare", convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules)"},
 	{"compare", compare.ErrUnfit, "drop that format from --formats, or keep such modules out with --ignore"},
-	{"verify", convert.ErrNotOutput, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+	{"verify", convert.ErrNotOutput, "the arguments are SRC (the checkpoint that was converted) then the output: pdq verify SRC DIR/decode"},
 }
 
 // hintForCommand returns the hint for err failing the command named cmd, or "".

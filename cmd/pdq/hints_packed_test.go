@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,5 +28,17 @@ func TestHintsQuantizedSource(t *testing.T) {
 		if strings.Contains(h, "--on-unsupported") || strings.Contains(h, "requantize") {
 			t.Errorf("hint leads back to the refusal: %q", h)
 		}
+	}
+}
+
+// TestGenQuantizedExperts: gen writes a Kimi-K2.6-style source that convert reads, its INT4
+// experts passing through; formats gen does not write and --fp8 beside them are usage errors.
+func TestGenQuantizedExperts(t *testing.T) {
+	wantRun(t, exitUsage, []string{"--quantized-experts \"int8\"", "int4, nvfp4, mxfp4"}, "testdata", "gen", "--out", filepath.Join(t.TempDir(), "a"), "--quantized-experts", "int8")
+	wantRun(t, exitUsage, []string{"drop --fp8"}, "testdata", "gen", "--out", filepath.Join(t.TempDir(), "b"), "--quantized-experts", "int4", "--fp8")
+	src := genSource(t, "--quantized-experts", "int4")
+	out := wantRun(t, 0, nil, "convert", src, "--out", filepath.Join(t.TempDir(), "out"))
+	if !strings.Contains(out, "passed") {
+		t.Errorf("convert summary has no passed row:\n%s", out)
 	}
 }
