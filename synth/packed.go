@@ -254,7 +254,7 @@ func (o Options) configJSON() ([]byte, error) {
 		"config_groups": map[string]any{"group_0": map[string]any{
 			"targets": []string{"Linear"}, "weights": w, "input_activations": nil, "output_activations": nil, "format": format,
 		}},
-		"ignore":          []string{"lm_head", `re:.*self_attn.*`, `re:.*shared_experts.*`, `re:.*mlp\.(gate|up|down)_proj$`, `re:.*eh_proj$`, `re:.*shared_head\.head$`},
+		"ignore":          []string{"lm_head", `re:.*self_attn.*`, `re:.*shared_experts.*`, `re:.*mlp\.(gate_up|gate|up|down)_proj$`, `re:.*eh_proj$`, `re:.*shared_head\.head$`},
 		"kv_cache_scheme": nil,
 	}
 	return json.MarshalIndent(c, "", "  ")

@@ -31,12 +31,13 @@ func TestHintsQuantizedSource(t *testing.T) {
 	}
 }
 
-// TestGenQuantizedExperts: gen writes a Kimi-K2.6-style source that convert reads, its INT4
-// experts passing through; formats gen does not write and --fp8 beside them are usage errors.
+// TestGenQuantizedExperts: gen writes a Kimi-K2.6-style source that the engines load and convert
+// reads, its INT4 experts passing through; formats gen does not write and --fp8 beside them are usage errors.
 func TestGenQuantizedExperts(t *testing.T) {
 	wantRun(t, exitUsage, []string{"--quantized-experts \"int8\"", "int4, nvfp4, mxfp4"}, "testdata", "gen", "--out", filepath.Join(t.TempDir(), "a"), "--quantized-experts", "int8")
 	wantRun(t, exitUsage, []string{"drop --fp8"}, "testdata", "gen", "--out", filepath.Join(t.TempDir(), "b"), "--quantized-experts", "int4", "--fp8")
 	src := genSource(t, "--quantized-experts", "int4")
+	wantRun(t, 0, nil, "verify", "--engine", "all", src) // the source itself loads: its ignore list reaches the fused dense MLP
 	out := wantRun(t, 0, nil, "convert", src, "--out", filepath.Join(t.TempDir(), "out"))
 	if !strings.Contains(out, "passed") {
 		t.Errorf("convert summary has no passed row:\n%s", out)
