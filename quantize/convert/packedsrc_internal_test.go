@@ -110,3 +110,45 @@ func TestPackedCost(t *testing.T) {
 		}
 	}
 }
+
+// FuzzInspectPacked: any dtypes and shapes of a packed module's tensors give a layout that fits
+// the packed tensor (rows, and the bytes of a row of values) or an error, never a panic.
+func FuzzInspectPacked(f *testing.F) {
+	f.Add(uint8(0), int64(64), int64(16), uint8(1), int64(64), int64(4), int64(2), true, false)
+	f.Add(uint8(2), int64(64), int64(64), uint8(3), int64(64), int64(8), int64(1), false, true)
+	dtypes := []safetensors.DType{safetensors.I32, safetensors.I64, safetensors.U8, safetensors.F8E4M3, safetensors.BF16, safetensors.F32, safetensors.U8, safetensors.F16}
+	f.Fuzz(func(t *testing.T, pdt uint8, p0, p1 int64, sdt uint8, s0, s1, extra int64, zero, modelopt bool) {
+		tensor := func(name string, dt safetensors.DType, shape ...int64) *safetensors.Tensor {
+			return &safetensors.Tensor{TensorInfo: safetensors.TensorInfo{Name: name, DType: dt, Shape: shape}}
+		}
+		byName := map[string]*safetensors.Tensor{}
+		add := func(x *safetensors.Tensor) { byName[x.Name] = x }
+		packed := tensor("m"+suffixPacked, dtypes[int(pdt)%len(dtypes)], p0, p1)
+		f := quantize.PackedInt4
+		switch {
+		case modelopt:
+			packed.Name, f = "m"+suffixWeight, quantize.PackedModelOptNVFP4
+			add(tensor("m"+suffixScale2, safetensors.F32, extra))
+		case packed.DType == safetensors.U8 && zero:
+			f = quantize.PackedNVFP4
+			add(tensor("m"+suffixGlobalScale, safetensors.F32, extra))
+		case packed.DType == safetensors.U8:
+			f = quantize.PackedMXFP4
+		default:
+			add(tensor("m"+suffixWeightShape, safetensors.I64, extra))
+			if zero {
+				add(tensor("m"+suffixZeroPoint, safetensors.I32, (p0+7)/8, s1))
+			}
+		}
+		add(packed)
+		add(tensor("m"+suffixScale, dtypes[int(sdt)%len(dtypes)], s0, s1))
+		ps, err := inspectPacked(f, "m", packed, byName)
+		if err != nil {
+			return
+		}
+		l := ps.layout
+		if int64(l.Rows) != p0 || l.Cols <= 0 || int64(l.Cols) != 2*p1*int64(packed.DType.Bits()/8) || l.GroupSize <= 0 || l.Cols%l.GroupSize != 0 {
+			t.Fatalf("layout %+v for packed %s %v", l, packed.DType, packed.Shape)
+		}
+	})
+}
