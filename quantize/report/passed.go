@@ -7,7 +7,8 @@ func init() {
 }
 
 // passedStored is the size of the tensors of a module passed through in its source's format:
-// pack-quantized INT4 (two values per byte, a BF16 scale per group, the 16-byte weight_shape),
+// pack-quantized INT4 (two values per byte, a BF16 scale per group, the weight_shape counted as
+// I64, 16 bytes: a source that stores it as I32 holds 8 bytes less),
 // nvfp4-pack-quantized (an e4m3 scale per 16 values, the F32 global scale) or
 // mxfp4-pack-quantized (an E8M0 scale per 32 values).
 func passedStored(t *TensorReport, rows, cols int64) int64 {
