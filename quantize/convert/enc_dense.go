@@ -127,8 +127,10 @@ func (b *bf16Bound) Specs() []safetensors.TensorSpec {
 	return []safetensors.TensorSpec{{Name: b.m.Name + suffixWeight, DType: safetensors.BF16, Shape: shape}}
 }
 
+// ValueTensor: BF16 rows are the decode output's; an already-quantized module kept out of FP8
+// has one in the prefill output too (its values are decoded, so the rounding is measured).
 func (b *bf16Bound) ValueTensor() string {
-	if b.kind != KindDecode {
+	if b.kind != KindDecode && b.m.Packed == nil {
 		return ""
 	}
 	return b.m.Name + suffixWeight

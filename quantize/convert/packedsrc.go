@@ -255,8 +255,12 @@ func formatNames(set map[quantize.PackedFormat]bool) []string {
 // newPackedModule makes the Linear module of an already-quantized source.
 func newPackedModule(t *safetensors.Tensor, ps *packedSource) *Module {
 	module, _ := rules.ModuleOf(t.Name)
-	return &Module{Name: module, Role: rules.RoleOf(t.Name), Linear: true, Weight: t, Packed: ps,
+	m := &Module{Name: module, Role: rules.RoleOf(t.Name), Linear: true, Weight: t, Packed: ps,
 		Rows: ps.layout.Rows, Cols: ps.layout.Cols}
+	for _, kind := range outputKinds {
+		m.setScheme(kind, SchemeCopy) // as every module starts; packedSchemes makes these BF16
+	}
+	return m
 }
 
 // packedSchemes settles the schemes of an already-quantized module after chooseSchemes: its

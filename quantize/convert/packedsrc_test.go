@@ -333,3 +333,51 @@ func TestFP4SourcePassThrough(t *testing.T) {
 		})
 	}
 }
+
+// TestPackedSourceSchemes: an already-quantized module is never copied as it is (its packed
+// tensors would sit in an output without their config group): ignored, it is BF16 in both
+// outputs; outside the targets, the decode output's dense form.
+func TestPackedSourceSchemes(t *testing.T) {
+	src := kimiSource(t)
+	const ignored, other = "model.layers.1.mlp.experts.0.up_proj", "model.layers.1.mlp.experts.1.up_proj"
+	for _, tc := range []struct {
+		dense   convert.DenseForm
+		decodeO convert.Scheme
+	}{{convert.DenseBF16, convert.SchemeBF16}, {convert.DenseFP8, convert.SchemeFP8Block}} {
+		p := plan(t, src, convert.Options{Ignore: `experts\.0\.up_proj$`, Targets: `experts\.[02-9]\.`, DecodeDense: tc.dense})
+		seen := 0
+		for _, m := range p.Modules {
+			switch m.Name {
+			case ignored:
+				seen++
+				if m.Scheme(convert.KindPrefill) != convert.SchemeBF16 || m.Scheme(convert.KindDecode) != convert.SchemeBF16 {
+					t.Errorf("ignored %s: schemes %v, want bf16 in both", m.Name, m.Schemes)
+				}
+			case other:
+				seen++
+				if m.Scheme(convert.KindPrefill) != convert.SchemeFP8Block || m.Scheme(convert.KindDecode) != tc.decodeO {
+					t.Errorf("non-target %s with decode dense %s: schemes %v", m.Name, tc.dense, m.Schemes)
+				}
+			}
+			if m.Packed != nil && (m.Scheme(convert.KindPrefill) == convert.SchemeCopy || m.Scheme(convert.KindDecode) == convert.SchemeCopy) {
+				t.Errorf("%s: packed module copied: %v", m.Name, m.Schemes)
+			}
+		}
+		if seen != 2 {
+			t.Fatalf("modules %s and %s not planned", ignored, other)
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := runPlan(p, out, convert.RunOptions{Workers: 2}); err != nil {
+			t.Fatal(err)
+		}
+		dec := readTensors(t, filepath.Join(out, "decode"))
+		if x := dec[ignored+".weight"]; x == nil || x.DType != safetensors.BF16 || len(x.Shape) != 2 || x.Shape[1] != 256 {
+			t.Fatalf("decode %s.weight: %+v", ignored, x)
+		}
+		for _, kind := range []string{"decode", "prefill"} {
+			if v := verifyOutput(t, src, filepath.Join(out, kind)); !v.OK() {
+				t.Fatalf("decode dense %s: verify %s: %v", tc.dense, kind, v.Problems)
+			}
+		}
+	}
+}
