@@ -13,7 +13,7 @@ import (
 
 // TestDecodeTensorsAsPassed: experts a plan passes through from an already-quantized source are
 // decode targets like any other: sized in each format, a Kimi-K2.6-style source costs what its
-// dense original costs.
+// dense original costs; served as it is, the source's experts are INT4 of its group.
 func TestDecodeTensorsAsPassed(t *testing.T) {
 	planOf := func(experts string) *convert.Plan {
 		dir := filepath.Join(t.TempDir(), "src")
@@ -37,6 +37,12 @@ func TestDecodeTensorsAsPassed(t *testing.T) {
 		return p
 	}
 	kimi, dense := planOf(synth.ExpertsInt4), planOf("")
+	if fp8, g := ExpertFormats(kimi, Source); fp8 || g != 32 {
+		t.Errorf("the INT4 source's experts: fp8 %v, INT4 group %d; want INT4 g32", fp8, g)
+	}
+	if fp8, g := ExpertFormats(dense, Source); fp8 || g != 0 {
+		t.Errorf("the dense source's experts: fp8 %v, INT4 group %d", fp8, g)
+	}
 	passed := 0
 	for _, m := range kimi.Modules {
 		if m.Scheme(convert.KindDecode) == convert.SchemePassed {

@@ -387,3 +387,12 @@ func (m *Module) values() int64 {
 	}
 	return m.Weight.NumElements()
 }
+
+// SourceInt4Group is the group size of module m's source when it arrives as pack-quantized
+// INT4 (what a planner needs to serve the source as it is), 0 otherwise.
+func (m *Module) SourceInt4Group() int {
+	if m.Packed == nil || m.Packed.layout.Format != quantize.PackedInt4 {
+		return 0
+	}
+	return m.Packed.layout.GroupSize
+}
