@@ -280,13 +280,16 @@ func (p *Plan) packedSchemes(m *Module) {
 
 // passesThrough reports whether a decode output of options o holds the source's tensors as they
 // are: INT4 asked with the source's group size, symmetric, BF16 scales (what pdq writes and
-// declares); NVFP4 or MXFP4 asked of a compressed-tensors source of that format.
+// declares), or W4AFP8 (the same tensors in groups of 128); NVFP4 or MXFP4 asked of a
+// compressed-tensors source of that format.
 func passesThrough(ps *packedSource, o *Options) bool {
 	l := ps.layout
+	int4 := l.Format == quantize.PackedInt4 && !l.Asymmetric && l.ScaleDType == safetensors.BF16
 	switch o.decodeFormat() {
 	case DecodeInt4:
-		return l.Format == quantize.PackedInt4 && !l.Asymmetric && l.ScaleDType == safetensors.BF16 &&
-			o.GroupSize != PerChannel && o.GroupSize == l.GroupSize
+		return int4 && o.GroupSize != PerChannel && o.GroupSize == l.GroupSize
+	case DecodeW4AFP8:
+		return int4 && l.GroupSize == 128
 	case DecodeNVFP4:
 		return l.Format == quantize.PackedNVFP4
 	case DecodeMXFP4:
