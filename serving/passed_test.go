@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"pdq/synth"
 	"pdq/quantize/convert"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // TestDecodeTensorsAsPassed: experts a plan passes through from an already-quantized source are

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"pdq/synth"
 	"pdq/quantize"
 	"pdq/quantize/convert"
 	"pdq/quantize/report"
 	"pdq/quantize/rules"
 	"pdq/safetensors"
+	"pdq/synth"
 )
 
 // kimiSource is a Kimi-K2.6-style checkpoint: routed experts in compressed-tensors
