@@ -330,6 +330,9 @@ func TestFP4SourcePassThrough(t *testing.T) {
 			if n == 0 || passed == 0 {
 				t.Fatalf("%d expert tensors compared, %d passed rows", n, passed)
 			}
+			if v := verifyOutput(t, src, filepath.Join(out, "decode")); !v.OK() || !v.ReportChecked {
+				t.Fatalf("verify: %v (report checked: %v)", v.Problems, v.ReportChecked)
+			}
 		})
 	}
 }
