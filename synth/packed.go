@@ -110,7 +110,13 @@ func (o Options) writePacked(w *safetensors.Writer, s safetensors.TensorSpec, t 
 	rows, cols := int(t.Shape[0]), int(t.Shape[1])
 	vals := make([]float32, rows*cols)
 	newValueGen(o.Seed, t).fill(vals)
-	q := o.quantizeExpert(vals, rows, cols)
+	amax := absMax(vals)
+	if sib, ok := fusedSibling(t); ok && o.ExpertFormat == ExpertsNVFP4 {
+		sv := make([]float32, rows*cols)
+		newValueGen(o.Seed, sib).fill(sv)
+		amax = max(amax, absMax(sv))
+	}
+	q := o.quantizeExpert(vals, rows, cols, amax)
 	var b []byte
 	switch {
 	case strings.HasSuffix(s.Name, ".weight_packed"):
@@ -140,9 +146,10 @@ type quantizedExpert struct {
 var e2m1 = [8]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
 
 // quantizeExpert quantizes a [rows, cols] weight in the expert format: INT4 scale bf16(amax/7.5)
-// and levels round(x/s) clamped to [-8, 7]; NVFP4 global scale 448·6/amax and group scales
+// and levels round(x/s) clamped to [-8, 7]; NVFP4 global scale 448·6/amax (amax over the
+// tensor and, for gate and up, its fused sibling: see fusedSibling) and group scales
 // e4m3(G·amax_g/6); MXFP4 exponents floor(log2 amax_g) − 2; FP4 codes the nearest magnitude.
-func (o Options) quantizeExpert(vals []float32, rows, cols int) quantizedExpert {
+func (o Options) quantizeExpert(vals []float32, rows, cols int, amax float32) quantizedExpert {
 	g := int(o.expertGroup())
 	ng := cols / g
 	var q quantizedExpert
@@ -170,7 +177,7 @@ func (o Options) quantizeExpert(vals []float32, rows, cols int) quantizedExpert 
 	q.packed = make([]byte, rows*cols/2)
 	q.scales = make([]byte, rows*ng)
 	if o.ExpertFormat == ExpertsNVFP4 {
-		q.global = 448 * 6 / max(absMax(vals), 1e-30)
+		q.global = 448 * 6 / max(amax, 1e-30)
 	}
 	for r := range rows {
 		for k := range ng {
@@ -198,6 +205,18 @@ func (o Options) quantizeExpert(vals []float32, rows, cols int) quantizedExpert 
 		}
 	}
 	return q
+}
+
+// fusedSibling is the projection an engine fuses with expert weight t (up for gate, gate for up,
+// w3 for w1 and back): NVFP4 gives the pair one global scale, from the larger of their maxima,
+// as llm-compressor does and the engines' fused w13 GEMM needs.
+func fusedSibling(t Tensor) (Tensor, bool) {
+	for _, p := range [][2]string{{"gate_proj", "up_proj"}, {"up_proj", "gate_proj"}, {"w1", "w3"}, {"w3", "w1"}} {
+		if pre, ok := strings.CutSuffix(t.Name, "."+p[0]+".weight"); ok {
+			return Tensor{Name: pre + "." + p[1] + ".weight", Shape: t.Shape, Kind: t.Kind}, true
+		}
+	}
+	return Tensor{}, false
 }
 
 // nearestE2M1 is the E2M1 code nearest to x (the sign in bit 3).

@@ -63,6 +63,13 @@ func TestQuantizedExperts(t *testing.T) {
 			if experts == 0 {
 				t.Fatal("no expert stored quantized")
 			}
+			if tc.format == ExpertsNVFP4 { // the engines fuse gate and up: one global scale for both
+				const e = "model.layers.1.mlp.experts.3."
+				g, u := read(e+"gate_proj.weight_global_scale"), read(e+"up_proj.weight_global_scale")
+				if string(g) != string(u) || string(g) == string(read(e+"down_proj.weight_global_scale")) {
+					t.Fatalf("global scales: gate %x, up %x, down %x", g, u, read(e+"down_proj.weight_global_scale"))
+				}
+			}
 			cfg, err := o.configJSON()
 			if err != nil || !strings.Contains(string(cfg), `"format": "`+map[string]string{ExpertsInt4: "pack-quantized", ExpertsNVFP4: "nvfp4-pack-quantized", ExpertsMXFP4: "mxfp4-pack-quantized"}[tc.format]+`"`) {
 				t.Fatalf("config: %v\n%s", err, cfg)

@@ -42,4 +42,11 @@ func TestGenQuantizedExperts(t *testing.T) {
 	if !strings.Contains(out, "passed") {
 		t.Errorf("convert summary has no passed row:\n%s", out)
 	}
+	// NVFP4 experts pass through too, and load: gate and up share their global scale.
+	nv := genSource(t, "--quantized-experts", "nvfp4")
+	dir := filepath.Join(t.TempDir(), "nv")
+	if out := wantRun(t, 0, nil, "convert", nv, "--out", dir, "--decode-format", "nvfp4"); !strings.Contains(out, "passed") {
+		t.Errorf("NVFP4 convert summary has no passed row:\n%s", out)
+	}
+	wantRun(t, 0, nil, "verify", "--engine", "all", dir)
 }
