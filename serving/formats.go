@@ -106,10 +106,11 @@ func StoredBytes(f convert.DecodeFormat, int4Group int, rows, cols int64) (int64
 	return n, nil
 }
 
-// isDecodeTarget reports the schemes of the decode checkpoint's quantized targets.
+// isDecodeTarget reports the schemes of the decode checkpoint's quantized targets (an
+// already-quantized source's targets passed through in its own format are targets too).
 func isDecodeTarget(s convert.Scheme) bool {
 	switch s {
-	case convert.SchemeInt4, convert.SchemeNVFP4, convert.SchemeMXFP4, convert.SchemeW4AFP8:
+	case convert.SchemeInt4, convert.SchemeNVFP4, convert.SchemeMXFP4, convert.SchemeW4AFP8, convert.SchemePassed:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package serving
 import (
 	"pdq/quantize/convert"
 	"pdq/quantize/engines"
+	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
 
@@ -68,6 +69,11 @@ func ExpertFormats(p *convert.Plan, which Checkpoint) (fp8 bool, int4Group int) 
 	fp8Source := p.Layout.FP8()
 	switch which {
 	case Source:
+		for _, m := range p.Modules { // an INT4 source (Kimi K2.6) serves its experts as they are
+			if g := m.SourceInt4Group(); g > 0 && m.Role == rules.RoleRoutedExpert {
+				return false, g
+			}
+		}
 		return fp8Source, 0
 	case Prefill:
 		return true, 0

@@ -32,6 +32,11 @@ type Options struct {
 	HeaderOnly bool
 	// Workers generating tensors in parallel; <= 0 means GOMAXPROCS.
 	Workers int
+	// ExpertFormat, when set, stores the routed experts already quantized (ExpertsInt4,
+	// ExpertsNVFP4 or ExpertsMXFP4, in compressed-tensors' layouts) and the rest dense, as Kimi
+	// K2.6 ships; ExpertGroup is the INT4 group size (default 32).
+	ExpertFormat string
+	ExpertGroup  int
 }
 
 // Specs returns the safetensors tensor list the options produce, in checkpoint order.
@@ -42,6 +47,8 @@ func (o Options) Specs() []safetensors.TensorSpec {
 		switch {
 		case t.F32:
 			specs = append(specs, safetensors.TensorSpec{Name: t.Name, DType: safetensors.F32, Shape: t.Shape})
+		case o.packedExpert(t):
+			specs = append(specs, o.packedSpecs(t)...)
 		case o.FP8 && t.Kind == KindLinear:
 			specs = append(specs, safetensors.TensorSpec{Name: t.Name, DType: safetensors.F8E4M3, Shape: t.Shape})
 			sr, sc := ceilDiv(t.Shape[0], floatcodec.FP8Block), ceilDiv(t.Shape[1], floatcodec.FP8Block)
@@ -90,6 +97,9 @@ func Generate(ctx context.Context, dir string, o Options) error {
 	if err := o.Model.Validate(); err != nil {
 		return err
 	}
+	if err := o.checkExperts(); err != nil {
+		return err
+	}
 	switch o.dtype() {
 	case safetensors.BF16, safetensors.F16, safetensors.F32:
 	default:
@@ -128,7 +138,7 @@ func Generate(ctx context.Context, dir string, o Options) error {
 	if err := safetensors.WriteIndex(dir, plans, nil); err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
-	cfg, err := o.Model.ConfigJSON(o.FP8)
+	cfg, err := o.configJSON()
 	if err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
@@ -181,6 +191,8 @@ func (o Options) writeShard(ctx context.Context, path string, p safetensors.Shar
 	for _, s := range p.Specs {
 		if _, known := kinds[s.Name]; known { // scale companions are written with their weight
 			specs = append(specs, s)
+		} else if t, ok := packedOwner(s.Name, kinds); ok && o.packedExpert(t) {
+			specs = append(specs, s) // each tensor of a quantized expert is written on its own
 		}
 	}
 	err = par.ForEach(ctx, len(specs), o.Workers, func(i int) error { return o.writeTensor(w, specs[i], kinds) })
@@ -196,7 +208,11 @@ func (o Options) writeShard(ctx context.Context, path string, p safetensors.Shar
 
 // writeTensor generates one tensor (and its FP8 scale companion) in stripes of floatcodec.FP8Block rows.
 func (o Options) writeTensor(w *safetensors.Writer, s safetensors.TensorSpec, kinds map[string]Tensor) error {
-	t := kinds[s.Name]
+	t, ok := kinds[s.Name]
+	if !ok {
+		t, _ = packedOwner(s.Name, kinds)
+		return o.writePacked(w, s, t)
+	}
 	g := newValueGen(o.Seed, t)
 	rows, cols := int64(1), int64(1)
 	switch len(s.Shape) {

@@ -71,6 +71,12 @@ ends byte-identical to an uninterrupted run; it says how many shards it keeps ("
 and the bar counts only the work left. Rerunning a finished conversion says "already complete".
 The same input gives byte-identical output for any --workers and --readers.
 
+SRC may arrive already quantized: compressed-tensors pack-quantized INT4 experts (Kimi
+K2-Thinking, K2.6), nvfp4- or mxfp4-pack-quantized ones, or ModelOpt NVFP4. Their weights are
+decoded exactly: prefill/ gets FP8 blocks of the decoded values, and decode/ holds the source's
+own tensors unchanged where it is asked for the source's format with the same group size (Kimi's
+g32 is the default; scheme "passed" in the summary), else the decoded values quantized anew.
+
 The summary shows, per output, role and scheme, the mean over the tensors of each tensor's SQNR
 in dB (the statistic of pdq report and pdq verify), the lowest, the rtn baseline's mean and the
 worst relative RMSE. Warnings and progress go to stderr; -v also logs the plan's decisions and

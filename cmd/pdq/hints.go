@@ -24,10 +24,11 @@ var hints = []struct {
 	{convert.ErrBadJournal, "delete the journal file named above, or use --force to start over"},
 	{convert.ErrSplitDir, "finish it with --merge after every part, continue it with --part I/N, or --force to start over"},
 	{convert.ErrLinkOutside, "replace the link by a copy of the file, or give the model's configuration with --config FILE"},
+	{convert.ErrPackedSource, "the source's already-quantized tensors named above do not fit their format (docs/FP4.md lists the layouts pdq reads): the download is damaged or incomplete (fetch it again), or the checkpoint was written by a tool pdq does not read: convert from the model's BF16 or FP8 original"},
 	{quantize.ErrBadScale, "a block scale of the FP8 source is zero or not finite: a header-only checkpoint from pdq testdata gen holds no values (it is for pdq plan only); any other source is damaged there (fetch it again)"},
 	{errNoSpace, "free some space there or give an --out on a larger disk (pdq plan SRC shows each output's size)"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
-	{convert.ErrQuantizedSource, "pdq cannot requantize INT4 weights and no option changes that: give the model's BF16 or FP8 original as SRC (pdq inspect SRC names a checkpoint's layout)"},
+	{convert.ErrQuantizedSource, "pdq reads BF16, F16, F32 and FP8 weights, compressed-tensors pack-quantized INT4, nvfp4- and mxfp4-pack-quantized experts, and ModelOpt NVFP4; no option reads other quantizations: give the model's original in one of those as SRC (pdq inspect SRC names a checkpoint's layout)"},
 	{convert.ErrW4AFP8Shape, "vLLM's W4A8 kernels take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{engines.ErrNoConfig, "the engines build the model from config.json: put the model's config.json beside the weights (pdq convert --config FILE writes it into its outputs)"},
@@ -46,11 +47,11 @@ var commandHints = []struct {
 	err  error
 	hint string
 }{
-	{"verify", convert.ErrQuantizedSource, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+	{"verify", convert.ErrQuantizedSource, "the arguments are SRC (the checkpoint that was converted) then the output: pdq verify SRC DIR/decode"},
 	{"compare", compare.ErrNoModules, "--layers or --sample chose no target module, or --targets matches none: the first dense layers have no routed experts (pdq inspect SRC lists the modules)"},
 	{"compare", convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules)"},
 	{"compare", compare.ErrUnfit, "drop that format from --formats, or keep such modules out with --ignore"},
-	{"verify", convert.ErrNotOutput, "the arguments are SRC (the BF16 or FP8 original) then the output: pdq verify SRC DIR/decode"},
+	{"verify", convert.ErrNotOutput, "the arguments are SRC (the checkpoint that was converted) then the output: pdq verify SRC DIR/decode"},
 }
 
 // hintForCommand returns the hint for err failing the command named cmd, or "".

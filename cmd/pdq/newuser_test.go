@@ -43,18 +43,29 @@ func TestPlanServingFlagsNeedUnitsAndGPUMemory(t *testing.T) {
 	wantRun(t, 0, nil, "plan", src)
 }
 
-// TestHintsLeadSomewhere: the hint for an INT4 source says what is possible instead of pointing
-// at a flag that gives the same error; verify with its arguments swapped says their order; and
-// --method gptq points at --calib-method gptq.
+// TestHintsLeadSomewhere: an INT4 source converts (its experts pass through); the hint for a
+// quantization pdq does not read names what it reads instead of pointing at a flag that gives
+// the same error; verify with its arguments swapped says their order; and --method gptq points
+// at --calib-method gptq.
 func TestHintsLeadSomewhere(t *testing.T) {
 	src := genSource(t, "--fp8", "--style", "glm4")
 	out := filepath.Join(t.TempDir(), "out")
 	wantRun(t, 0, nil, "convert", src, "--out", out, "-q")
 	dec := filepath.Join(out, "decode")
+	wantRun(t, 0, nil, "convert", dec, "--out", filepath.Join(t.TempDir(), "again"), "-q")
+	awq := genSource(t, "--style", "glm4")
+	cfg, err := os.ReadFile(filepath.Join(awq, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "{", `{"quantization_config": {"quant_method": "awq", "bits": 4},`, 1))
+	if err := os.WriteFile(filepath.Join(awq, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, extra := range [][]string{nil, {"--on-unsupported", "skip"}} {
-		_, errOut, code := runMain(t, append([]string{"convert", dec, "--out", filepath.Join(t.TempDir(), "x")}, extra...)...)
-		if code == 0 || !strings.Contains(errOut, "BF16 or FP8 original") || strings.Contains(errOut, "hint: use --on-unsupported") {
-			t.Errorf("convert of an INT4 source %v: status %d\n%s", extra, code, errOut)
+		_, errOut, code := runMain(t, append([]string{"convert", awq, "--out", filepath.Join(t.TempDir(), "x")}, extra...)...)
+		if code == 0 || !strings.Contains(errOut, "pack-quantized INT4") || strings.Contains(errOut, "hint: use --on-unsupported") {
+			t.Errorf("convert of an AWQ source %v: status %d\n%s", extra, code, errOut)
 		}
 	}
 	wantRun(t, exitFailure, []string{"hint: the arguments are SRC", "pdq verify SRC DIR/decode"}, "verify", dec, src)

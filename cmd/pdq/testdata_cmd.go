@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,8 @@ type genOptions struct {
 	experts         int
 	vocab           int
 	workers         int
+	experts4        string
+	expertGroup     int
 }
 
 func newTestdataCmd() *cobra.Command {
@@ -38,7 +41,8 @@ func newTestdataCmd() *cobra.Command {
 		Short: "Generate synthetic MoE checkpoints for tests and demos",
 		Example: `  pdq testdata gen --out /tmp/tiny --fp8               # a few MiB, FP8 blocks, DeepSeek-style names
   pdq testdata gen --out /tmp/glm4 --style glm4 --size 256MiB
-  pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only`,
+  pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only
+  pdq testdata gen --out /tmp/kimi-int4 --quantized-experts int4   # Kimi-K2.6-style: experts INT4 g32, the rest BF16`,
 	}
 	var o genOptions
 	gen := &cobra.Command{
@@ -51,12 +55,16 @@ layers, routed and shared experts, router, norms, embeddings and head.
 
 Values are realistic: normal with per-row gains, some heavy-tailed (Student-t) tensors and a few
 outliers. With --fp8 every Linear weight is stored as F8_E4M3 with F32 weight_scale_inv per 128x128
-block, like DeepSeek-V3 and GLM-5-FP8. --size picks the number of layers to reach about that many
+block, like DeepSeek-V3 and GLM-5-FP8. With --quantized-experts the routed experts are stored already
+quantized in compressed-tensors' layouts and the rest in BF16, as Kimi K2-Thinking and K2.6 ship them
+(int4: pack-quantized, symmetric, --expert-group-size 32 by default) or as llm-compressor writes FP4
+experts (nvfp4, mxfp4): sources for converting an already-quantized checkpoint. --size picks the number of layers to reach about that many
 bytes; --config lays out a real model from its config.json (use with --header-only for a sparse
 full-size copy that costs no disk). The same flags and --seed always give byte-identical files.`,
 		Example: `  pdq testdata gen --out /tmp/tiny
   pdq testdata gen --out /tmp/fp8 --style deepseek --fp8 --size 2GiB
   pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only  # from the repository root
+  pdq testdata gen --out /tmp/kimi-int4 --quantized-experts int4 --size 256MiB
   pdq testdata gen --out /tmp/kimi6 --config testdata/configs/kimi-k2-instruct.json --layers 6 --experts 8 --vocab 8192  # 5.8 GiB of real shapes`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -83,6 +91,8 @@ full-size copy that costs no disk). The same flags and --seed always give byte-i
 	f.IntVar(&o.moeIntermediate, "moe-intermediate", 0, "override each routed expert's intermediate size (moe_intermediate_size; 1024 splits across 8 GPUs without the tensor-parallel warnings)")
 	f.IntVar(&o.vocab, "vocab", 0, "override the vocabulary size (at least 1): a real model's shapes without its embeddings' gigabytes")
 	f.IntVar(&o.workers, "workers", 0, "parallel generators (default: number of CPUs)")
+	f.StringVar(&o.experts4, "quantized-experts", "", "store the routed experts already quantized: "+strings.Join(synth.ExpertFormats, ", ")+" (compressed-tensors layouts; the rest BF16)")
+	f.IntVar(&o.expertGroup, "expert-group-size", 32, "INT4 group size of --quantized-experts int4 (a multiple of 8 dividing the in features)")
 	gen.MarkFlagRequired("out")
 	root.AddCommand(gen)
 	return root
@@ -126,11 +136,19 @@ func runGen(cmd *cobra.Command, o genOptions) error {
 	if o.moeIntermediate > 0 {
 		m.MoEIntermediate = o.moeIntermediate
 	}
+	if o.experts4 != "" && !slices.Contains(synth.ExpertFormats, strings.ToLower(o.experts4)) {
+		return usagef("--quantized-experts %q: want %s", o.experts4, strings.Join(synth.ExpertFormats, ", "))
+	}
+	if o.experts4 != "" && o.fp8 {
+		return usagef("--quantized-experts with --fp8: the already-quantized checkpoints keep everything but the experts BF16; drop --fp8")
+	}
+	experts := strings.ToLower(o.experts4)
 	if o.maxShard == 0 {
-		data := synth.Options{Model: m, DType: dt, FP8: o.fp8}.DataBytes()
+		data := synth.Options{Model: m, DType: dt, FP8: o.fp8, ExpertFormat: experts, ExpertGroup: o.expertGroup}.DataBytes()
 		o.maxShard = min(max(1<<20, data/4), 2<<30)
 	}
-	opts := synth.Options{Model: m, DType: dt, FP8: o.fp8, Seed: o.seed, MaxShardBytes: o.maxShard, HeaderOnly: o.headerOnly, Workers: o.workers}
+	opts := synth.Options{Model: m, DType: dt, FP8: o.fp8, Seed: o.seed, MaxShardBytes: o.maxShard, HeaderOnly: o.headerOnly, Workers: o.workers,
+		ExpertFormat: experts, ExpertGroup: o.expertGroup}
 	if err := synth.Generate(cmd.Context(), o.out, opts); err != nil {
 		return err
 	}

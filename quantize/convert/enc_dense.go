@@ -120,11 +120,17 @@ type bf16Bound struct {
 func (b *bf16Bound) Scheme() Scheme { return SchemeBF16 }
 
 func (b *bf16Bound) Specs() []safetensors.TensorSpec {
-	return []safetensors.TensorSpec{{Name: b.m.Name + suffixWeight, DType: safetensors.BF16, Shape: b.m.Weight.Shape}}
+	shape := b.m.Weight.Shape
+	if b.m.Packed != nil {
+		shape = []int64{int64(b.m.Rows), int64(b.m.Cols)}
+	}
+	return []safetensors.TensorSpec{{Name: b.m.Name + suffixWeight, DType: safetensors.BF16, Shape: shape}}
 }
 
+// ValueTensor: BF16 rows are the decode output's; an already-quantized module kept out of FP8
+// has one in the prefill output too (its values are decoded, so the rounding is measured).
 func (b *bf16Bound) ValueTensor() string {
-	if b.kind != KindDecode {
+	if b.kind != KindDecode && b.m.Packed == nil {
 		return ""
 	}
 	return b.m.Name + suffixWeight
@@ -134,7 +140,7 @@ func (b *bf16Bound) Copied() []string   { return nil }
 func (b *bf16Bound) Values() bool       { return true }
 func (b *bf16Bound) ChecksFinite() bool { return false }
 func (b *bf16Bound) Bands() bool        { return true }
-func (b *bf16Bound) Cost() float64      { return float64(b.m.Weight.NumElements()) * nsDense * 1e-9 }
+func (b *bf16Bound) Cost() float64      { return float64(b.m.values()) * nsDense * 1e-9 }
 
 func (b *bf16Bound) Dequantize(dst []float32, read TensorReader) (string, error) {
 	raw, _, err := read(b.m.Name + suffixWeight)

@@ -77,7 +77,7 @@ func (b *fp8Bound) Values() bool        { return true }
 func (b *fp8Bound) ChecksFinite() bool  { return true } // each block's absolute maximum
 func (b *fp8Bound) Bands() bool         { return true }
 
-func (b *fp8Bound) Cost() float64 { return float64(b.m.Weight.NumElements()) * nsFP8Block * 1e-9 }
+func (b *fp8Bound) Cost() float64 { return float64(b.m.values()) * nsFP8Block * 1e-9 }
 
 func (b *fp8Bound) Dequantize(dst []float32, read TensorReader) (string, error) {
 	data, _, err := read(b.m.Name + suffixWeight)

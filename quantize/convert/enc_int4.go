@@ -106,7 +106,7 @@ func (b *int4Bound) Cost() float64 {
 	default:
 		ns = nsInt4MSE
 	}
-	return float64(b.m.Weight.NumElements()) * ns * 1e-9
+	return float64(b.m.values()) * ns * 1e-9
 }
 
 func (b *int4Bound) Dequantize(dst []float32, read TensorReader) (string, error) {

@@ -24,8 +24,11 @@ func TestEncodingsTable(t *testing.T) {
 			t.Fatalf("%q bound calls itself %q", s, b.Scheme())
 		}
 	}
-	if len(encodings) != 8 {
-		t.Fatalf("%d encodings registered, the test knows 8: add the new one above", len(encodings))
+	if e := encodings[SchemePassed]; e == nil || e.Scheme() != SchemePassed {
+		t.Fatalf("scheme %q has no encoding of its own", SchemePassed) // bound to packed modules only: packedsrc_internal_test.go
+	}
+	if len(encodings) != 9 {
+		t.Fatalf("%d encodings registered, the test knows 9: add the new one above", len(encodings))
 	}
 }
 

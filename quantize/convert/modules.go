@@ -26,6 +26,9 @@ type Module struct {
 	Skipped string
 	// Calib is how calibration statistics quantize an INT4 module (nil without statistics).
 	Calib *ModuleCalib
+	// Packed is the source of a module that arrives already quantized (Weight is then its packed
+	// codes); nil otherwise.
+	Packed *packedSource
 
 	bound []Bound // per output: its encoding bound to the module (Plan.bindAll)
 }
@@ -58,9 +61,22 @@ func (p *Plan) buildModules(ts []*safetensors.Tensor, targets, ignore *regexp.Re
 			companion[s.Name] = true // static activation scale: no output scheme quantizes activations statically
 		}
 	}
+	packed, err := p.findPacked(ts, byName, companion)
+	if err != nil {
+		return err
+	}
 	fp8Source := p.Layout.FP8()
 	for _, t := range ts {
 		if companion[t.Name] {
+			continue
+		}
+		if ps := packed[t.Name]; ps != nil {
+			m := newPackedModule(t, ps)
+			if err := p.chooseSchemes(m, targets, ignore, false); err != nil {
+				return err
+			}
+			p.packedSchemes(m)
+			p.Modules = append(p.Modules, m)
 			continue
 		}
 		module, suffix := rules.ModuleOf(t.Name)
@@ -109,7 +125,7 @@ func (p *Plan) skipSiblings() {
 	}
 	for _, m := range p.Modules {
 		cause, ok := skippedParent[parentOf(m.Name)]
-		if !ok || m.Scheme(KindDecode) != p.Options.targetScheme() {
+		if s := m.Scheme(KindDecode); !ok || s != p.Options.targetScheme() && s != SchemePassed {
 			continue
 		}
 		m.Skipped = "kept with " + cause + " (one scheme per expert)"

@@ -56,9 +56,9 @@ func (m *Module) setScheme(kind OutputKind, s Scheme) {
 }
 
 // denseFallback is the decode scheme of a module kept out of quantization: its bytes unchanged,
-// or BF16 for an FP8 weight (FP8 with its scale is a quantized form).
+// or BF16 for an FP8 or already-quantized weight (with its scales, a quantized form).
 func (m *Module) denseFallback() Scheme {
-	if m.Weight.DType == safetensors.F8E4M3 {
+	if m.Weight.DType == safetensors.F8E4M3 || m.Packed != nil {
 		return SchemeBF16
 	}
 	return SchemeCopy

@@ -106,9 +106,6 @@ func NewPlan(src *safetensors.Checkpoint, cfg map[string]any, o Options) (*Plan,
 	}
 	ts := src.Tensors()
 	p := &Plan{Source: src, Layout: rules.Detect(ts, cfg), Config: cfg, Options: o}
-	if p.Layout.Layout == rules.LayoutCTInt4 {
-		return nil, fmt.Errorf("%w: %s is already compressed-tensors INT4; convert from its BF16 or FP8 original", ErrQuantizedSource, src.Dir)
-	}
 	if p.Layout.Layout == rules.LayoutFP8Block && len(p.Layout.BlockSize) == 2 && (p.Layout.BlockSize[0] != FP8BlockSize || p.Layout.BlockSize[1] != FP8BlockSize) {
 		return nil, fmt.Errorf("%w: FP8 block size %v (pdq reads %dx%d blocks)", ErrUnsupported, p.Layout.BlockSize, FP8BlockSize, FP8BlockSize)
 	}

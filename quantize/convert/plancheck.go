@@ -19,7 +19,7 @@ func (p *Plan) checkTargets(targets, ignore *regexp.Regexp) error {
 	var linears, matched, experts int
 	example := ""
 	for _, m := range p.Modules {
-		if m.Scheme(KindDecode) == p.Options.targetScheme() {
+		if s := m.Scheme(KindDecode); s == p.Options.targetScheme() || s == SchemePassed {
 			return nil
 		}
 		if !m.Linear || neverQuantized[m.Role] {

@@ -165,5 +165,8 @@ func (s *slab) band(m *Module, a, b int) *slab {
 		lo, hi := (br0-sr0)*srow, (br1-sr0)*srow
 		out.scaleRaw, out.sOff, out.sLen = s.scaleRaw[lo:hi], s.sOff+lo, hi-lo
 	}
+	if s.packed != nil {
+		out.packed = s.packed.band(m.Packed, s.r0, a, b)
+	}
 	return out
 }

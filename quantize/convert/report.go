@@ -32,6 +32,12 @@ func newTensorReport(output OutputKind, m *Module, tensor string, scheme Scheme,
 	} else if sm := reProj.FindStringSubmatch(m.Name); sm != nil {
 		r.Projection = sm[1]
 	}
+	if m.Packed != nil { // the shape of the values, the source's format
+		r.Shape, r.SourceDType = []int64{int64(m.Rows), int64(m.Cols)}, m.Packed.layout.Format.String()
+		if scheme == SchemePassed && m.Packed.layout.Format == quantize.PackedInt4 {
+			r.GroupSize = m.Packed.layout.GroupSize
+		}
+	}
 	setMetrics(&r, metrics)
 	return r
 }

@@ -180,6 +180,9 @@ func (r *runner) readSlab(ctx context.Context, s *slab, turn int64, work chan<- 
 		s.scaleRaw = make([]byte, s.sLen)
 		s.scaleCRC, err = readTensor(src, m.Scale, s.scaleRaw, s.sOff, copying)
 	}
+	if err == nil && m.Packed != nil {
+		err = r.readPacked(m, s)
+	}
 	if err != nil {
 		r.raws.put(s.rawBase)
 		r.budget.release(s.cost)
@@ -240,7 +243,7 @@ func (r *runner) release(s *slab) {
 		return
 	}
 	r.raws.put(s.rawBase)
-	s.raw, s.rawBase, s.scaleRaw = nil, nil, nil
+	s.raw, s.rawBase, s.scaleRaw, s.packed = nil, nil, nil, nil
 	r.budget.release(s.cost)
 }
 

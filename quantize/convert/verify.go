@@ -48,6 +48,9 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 		return nil, fmt.Errorf("convert: verify: %w", err)
 	}
 	defer out.Close()
+	if err := checkOrder(src, out); err != nil {
+		return nil, err
+	}
 	v.Tensors = len(out.Tensors())
 	verifyFiles(v, src, out)
 	outCfg, err := rules.LoadConfig(out.Dir)
@@ -259,7 +262,10 @@ func verifyModule(ctx context.Context, p *Plan, kind OutputKind, m *Module, out 
 				return nil, fmt.Sprintf("tensor %q differs from source %q", spec.Name, copied[i]), nil
 			}
 		}
-		return nil, "", nil
+		if b.ValueTensor() == "" {
+			return nil, "", nil
+		}
+		// a pass-through with a report row: its values are measured too
 	}
 	raw, _, err := read(src, m.Weight.Name)
 	if err != nil {
@@ -268,6 +274,14 @@ func verifyModule(ctx context.Context, p *Plan, kind OutputKind, m *Module, out 
 	s := &slab{r0: 0, r1: m.Rows, raw: raw}
 	if m.Scale != nil {
 		if s.scaleRaw, _, err = read(src, m.Scale.Name); err != nil {
+			return nil, "", err
+		}
+	}
+	if m.Packed != nil {
+		s.packed, err = readPackedRows(func(t *safetensors.Tensor, dst []byte, off int64) error {
+			return src.ReadTensorAt(t, dst, off)
+		}, m.Packed, 0, m.Rows)
+		if err != nil {
 			return nil, "", err
 		}
 	}

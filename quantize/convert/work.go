@@ -23,7 +23,8 @@ type slab struct {
 	raw        []byte
 	rawBase    []byte // the pooled buffer raw lies in
 	scaleRaw   []byte
-	rawCRC     uint32 // CRC-32C of raw and of scaleRaw, taken as they were read, for the copier
+	packed     *packedRaw // an already-quantized module's companions (Module.Packed)
+	rawCRC     uint32     // CRC-32C of raw and of scaleRaw, taken as they were read, for the copier
 	scaleCRC   uint32
 	cost       int64
 	refs       atomic.Int32 // holders (a worker, the copier); the last returns raw and cost
@@ -93,6 +94,9 @@ func scaleRange(m *Module, r0, r1 int) (int64, int64) {
 // decodeSource turns a slab's source bytes into float32 values on backend be (nil: the CPU).
 func decodeSource(be kernels.Backend, dst []float32, m *Module, s *slab) error {
 	w := m.Weight
+	if m.Packed != nil {
+		return decodePacked(dst, m, s)
+	}
 	if m.Scale == nil {
 		return quantize.DecodeDense(dst, s.raw, w.DType)
 	}

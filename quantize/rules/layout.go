@@ -17,6 +17,11 @@ const (
 	LayoutFP8Block SourceLayout = "fp8-block"              // F8_E4M3 weight + F32 weight_scale_inv per 128x128 block
 	LayoutCTFP8    SourceLayout = "compressed-tensors-fp8" // F8_E4M3 weight + weight_scale per channel or block
 	LayoutCTInt4   SourceLayout = "compressed-tensors-int4"
+	// LayoutCTNVFP4, LayoutCTMXFP4 and LayoutModelOptNVFP4 are the already-quantized FP4 layouts
+	// of docs/FP4.md: their packed weights decode exactly to float.
+	LayoutCTNVFP4       SourceLayout = "compressed-tensors-nvfp4"
+	LayoutCTMXFP4       SourceLayout = "compressed-tensors-mxfp4"
+	LayoutModelOptNVFP4 SourceLayout = "modelopt-nvfp4"
 )
 
 // Detected describes a source checkpoint's layout.
@@ -51,6 +56,12 @@ func (d Detected) String() string {
 		return "compressed-tensors FP8"
 	case LayoutCTInt4:
 		return "compressed-tensors INT4"
+	case LayoutCTNVFP4:
+		return "compressed-tensors NVFP4"
+	case LayoutCTMXFP4:
+		return "compressed-tensors MXFP4"
+	case LayoutModelOptNVFP4:
+		return "ModelOpt NVFP4"
 	}
 	return string(d.Layout)
 }
@@ -64,12 +75,15 @@ func Detect(ts []*safetensors.Tensor, cfg map[string]any) Detected {
 	}
 	var d Detected
 	denseBytes := map[safetensors.DType]int64{}
-	var fp8Block, ctFP8, packed bool
+	var fp8Block, ctFP8 bool
+	packed := SourceLayout("")
 	for _, t := range ts {
 		module, suffix := ModuleOf(t.Name)
 		switch {
-		case suffix == "weight_packed":
-			packed = true
+		case suffix == "weight_packed" && (packed == "" || packed == LayoutCTInt4):
+			packed = packedLayout(t.DType, names[module+".weight_global_scale"])
+		case suffix == "weight" && t.DType == safetensors.U8 && names[module+".weight_scale_2"]:
+			packed = LayoutModelOptNVFP4
 		case suffix == "weight" && t.DType == safetensors.F8E4M3:
 			if names[module+".weight_scale_inv"] {
 				fp8Block = true
@@ -81,8 +95,8 @@ func Detect(ts []*safetensors.Tensor, cfg map[string]any) Detected {
 		}
 	}
 	switch {
-	case packed:
-		d.Layout = LayoutCTInt4
+	case packed != "":
+		d.Layout = packed
 	case fp8Block:
 		d.Layout = LayoutFP8Block
 	case ctFP8:
@@ -118,6 +132,29 @@ func Detect(ts []*safetensors.Tensor, cfg map[string]any) Detected {
 		d.BlockSize = []int{floatcodec.FP8Block, floatcodec.FP8Block}
 	}
 	return d
+}
+
+// packedLayout is the layout of a weight_packed tensor of dtype dt: INT4 words, or FP4 codes
+// with (NVFP4) or without (MXFP4) a global scale. A checkpoint with both INT4 and FP4 modules
+// is named after its FP4 ones.
+func packedLayout(dt safetensors.DType, global bool) SourceLayout {
+	switch {
+	case dt != safetensors.U8:
+		return LayoutCTInt4
+	case global:
+		return LayoutCTNVFP4
+	}
+	return LayoutCTMXFP4
+}
+
+// Packed reports a source whose Linear weights arrive already quantized in a packed layout
+// (compressed-tensors INT4, NVFP4 or MXFP4, ModelOpt NVFP4).
+func (d Detected) Packed() bool {
+	switch d.Layout {
+	case LayoutCTInt4, LayoutCTNVFP4, LayoutCTMXFP4, LayoutModelOptNVFP4:
+		return true
+	}
+	return false
 }
 
 // ModelSummary is the part of config.json people want to see first.
