@@ -38,6 +38,14 @@ func TestGenQuantizedExperts(t *testing.T) {
 	wantRun(t, exitUsage, []string{"drop --fp8"}, "testdata", "gen", "--out", filepath.Join(t.TempDir(), "b"), "--quantized-experts", "int4", "--fp8")
 	src := genSource(t, "--quantized-experts", "int4")
 	wantRun(t, 0, nil, "verify", "--engine", "all", src) // the source itself loads: its ignore list reaches the fused dense MLP
+	// The plan says the experts pass through (no method applies), and that another group size
+	// re-quantizes them.
+	if out := wantRun(t, 0, nil, "plan", src); !strings.Contains(out, "INT4 g32 experts passed through from the source") {
+		t.Errorf("plan of a g32 INT4 source does not say its experts pass through:\n%s", out)
+	}
+	if out := wantRun(t, 0, nil, "plan", src, "--group-size", "128"); strings.Contains(out, "passed through") || !strings.Contains(out, "INT4 g128 mse experts, rest") {
+		t.Errorf("plan --group-size 128 of a g32 source:\n%s", out)
+	}
 	out := wantRun(t, 0, nil, "convert", src, "--out", filepath.Join(t.TempDir(), "out"))
 	if !strings.Contains(out, "passed") {
 		t.Errorf("convert summary has no passed row:\n%s", out)

@@ -139,7 +139,23 @@ func runPlan(ctx context.Context, w, errw io.Writer, src string, f *planFlags, s
 		if format == "" {
 			format = "INT4"
 		}
-		fmt.Fprintf(tw, "decode/\t%d shard(s), %s %s %s experts, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, format, group, f.method, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
+		experts := fmt.Sprintf("%s %s %s experts", format, group, f.method)
+		var passed, encoded int
+		for _, m := range p.Modules {
+			switch m.Scheme(convert.KindDecode) {
+			case convert.SchemePassed:
+				passed++
+			case p.TargetScheme():
+				encoded++
+			}
+		}
+		switch {
+		case passed > 0 && encoded == 0:
+			experts = fmt.Sprintf("%s %s experts passed through from the source", format, group)
+		case passed > 0:
+			experts += fmt.Sprintf(" (%d modules passed through from the source)", passed)
+		}
+		fmt.Fprintf(tw, "decode/\t%d shard(s), %s, rest %s\t%s (%.1f%% of input)\n", s.DecodeShards, experts, f.decodeDense, formatBytes(s.DecodeBytes), pct(s.DecodeBytes, s.InputBytes))
 	}
 	tw.Flush()
 	if s.PrefillCopy {
