@@ -71,7 +71,7 @@ func fp4BatchesAVX512(out FP4Out, src []float32, ng, gs int, g float32, search S
 	mse := search == SearchMSE
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
-		fp4Transpose16(tr, src[k0*gs:(k0+batchGroups)*gs], gs, mid)
+		transpose16Blocks(tr, src[k0*gs:(k0+batchGroups)*gs], gs, mid)
 		var ok bool
 		if gs == NVFP4GroupSize {
 			w := (*[32]uint32)(unsafe.Pointer(&out.Packed[k0*8]))
@@ -90,30 +90,6 @@ func fp4BatchesAVX512(out FP4Out, src []float32, ng, gs int, g float32, search S
 		}
 	}
 	return k0
-}
-
-// fp4Transpose16 is transpose16 (g a multiple of 16) with its scratch block given, on a 64-byte
-// boundary.
-func fp4Transpose16(t, xs []float32, g int, mid *[16 * 16]float32) {
-	i8, h8, i4, h4 := transposeIdx[0][0], transposeIdx[0][1], transposeIdx[1][0], transposeIdx[1][1]
-	i2, h2, i1, h1 := transposeIdx[2][0], transposeIdx[2][1], transposeIdx[3][0], transposeIdx[3][1]
-	row := func(l, c int) archsimd.Float32x16 { return archsimd.LoadFloat32x16((*[16]float32)(xs[l*g+c:])) }
-	for c := 0; c < g; c += 16 {
-		for m := range 4 {
-			a, b, cc, d := butterfly4(row(m, c), row(m+4, c), row(m+8, c), row(m+12, c), i8, h8, i4, h4)
-			a.Store((*[16]float32)(mid[16*m:]))
-			b.Store((*[16]float32)(mid[16*(m+4):]))
-			cc.Store((*[16]float32)(mid[16*(m+8):]))
-			d.Store((*[16]float32)(mid[16*(m+12):]))
-		}
-		for m := 0; m < 16; m += 4 {
-			a, b, cc, d := butterfly4(ld16(mid[:], m), ld16(mid[:], m+1), ld16(mid[:], m+2), ld16(mid[:], m+3), i2, h2, i1, h1)
-			a.Store((*[16]float32)(t[16*(c+m):]))
-			b.Store((*[16]float32)(t[16*(c+m+1):]))
-			cc.Store((*[16]float32)(t[16*(c+m+2):]))
-			d.Store((*[16]float32)(t[16*(c+m+3):]))
-		}
-	}
 }
 
 // rowsAbsMax returns the largest |x| bit pattern of each lane over the n rows of t.

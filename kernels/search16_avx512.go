@@ -211,6 +211,13 @@ func transpose16(t, xs []float32, g int) {
 		return
 	}
 	var mid [16 * 16]float32
+	transpose16Blocks(t, xs, g, &mid)
+	archsimd.ClearAVXUpperBits()
+}
+
+// transpose16Blocks is transpose16 for g a multiple of 16, through the scratch block mid (the
+// FP4 batches give one on a 64-byte boundary); it leaves the upper register state to its caller.
+func transpose16Blocks(t, xs []float32, g int, mid *[16 * 16]float32) {
 	i8, h8, i4, h4 := transposeIdx[0][0], transposeIdx[0][1], transposeIdx[1][0], transposeIdx[1][1]
 	i2, h2, i1, h1 := transposeIdx[2][0], transposeIdx[2][1], transposeIdx[3][0], transposeIdx[3][1]
 	row := func(l, c int) archsimd.Float32x16 { return archsimd.LoadFloat32x16((*[16]float32)(xs[l*g+c:])) }
@@ -230,7 +237,6 @@ func transpose16(t, xs []float32, g int) {
 			d.Store((*[16]float32)(t[batchGroups*(c+m+3):]))
 		}
 	}
-	archsimd.ClearAVXUpperBits()
 }
 
 // butterfly4 runs two butterfly stages on rows a, b, c, d: the pairs (a, c) and (b, d) with

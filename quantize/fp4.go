@@ -86,13 +86,9 @@ func NVFP4Global(ws ...[]float32) (float32, error) {
 // gives exactly the corresponding rows of the whole.
 func QuantizeFP4(ctx context.Context, w []float32, rows, cols int, opt FP4Options) (*FP4Result, error) {
 	res := &FP4Result{Format: opt.Format, Rows: rows, Cols: cols}
-	search := kernels.SearchMSE
-	switch opt.Method {
-	case "", MethodMSE:
-	case MethodRTN:
-		search = kernels.SearchRTN
-	default:
-		return nil, fmt.Errorf("quantize: FP4 method %q (want %q or %q): %w", opt.Method, MethodMSE, MethodRTN, ErrInvalidOptions)
+	search, err := fp4Search(opt.Method)
+	if err != nil {
+		return nil, err
 	}
 	switch opt.Format {
 	case PackedNVFP4:
@@ -121,7 +117,7 @@ func QuantizeFP4(ctx context.Context, w []float32, rows, cols int, opt FP4Option
 	res.Packed, res.Scales = make([]byte, rows*cols/2), make([]byte, ng)
 	stats := make([]kernels.GroupStats, ng)
 	gpr := cols / res.GroupSize
-	err := forChunks(ctx, rows, max(chunkElems/cols, 1), opt.Workers, func(r0, r1 int) error {
+	err = forChunks(ctx, rows, max(chunkElems/cols, 1), opt.Workers, func(r0, r1 int) error {
 		out := kernels.FP4Out{
 			Packed: res.Packed[r0*cols/2 : r1*cols/2],
 			Scales: res.Scales[r0*gpr : r1*gpr],
@@ -174,13 +170,9 @@ type FP4Bands struct {
 
 // Begin starts a slab of rows×cols values quantized into dst (whose storage it reuses).
 func (b *FP4Bands) Begin(dst *FP4Result, rows, cols int, opt FP4Options) error {
-	search := kernels.SearchMSE
-	switch opt.Method {
-	case "", MethodMSE:
-	case MethodRTN:
-		search = kernels.SearchRTN
-	default:
-		return fmt.Errorf("quantize: FP4 method %q (want %q or %q): %w", opt.Method, MethodMSE, MethodRTN, ErrInvalidOptions)
+	search, err := fp4Search(opt.Method)
+	if err != nil {
+		return err
 	}
 	g := 0
 	switch opt.Format {
@@ -277,4 +269,15 @@ func DequantizeFP4(dst []float32, f PackedFormat, packed, scales []byte, global 
 		return fmt.Errorf("quantize: %w: %w", ErrBadShape, err)
 	}
 	return nil
+}
+
+// fp4Search is the kernels' search for method m ("" is the mse search).
+func fp4Search(m Method) (kernels.Search, error) {
+	switch m {
+	case "", MethodMSE:
+		return kernels.SearchMSE, nil
+	case MethodRTN:
+		return kernels.SearchRTN, nil
+	}
+	return 0, fmt.Errorf("quantize: FP4 method %q (want %q or %q): %w", m, MethodMSE, MethodRTN, ErrInvalidOptions)
 }

@@ -223,6 +223,7 @@ func TestFP4Verify(t *testing.T) {
 	}
 }
 
+// verifyDir runs convert.Verify of one output dir against the source src.
 func verifyDir(t *testing.T, src, dir string) *convert.VerifyResult {
 	t.Helper()
 	ck, err := safetensors.Open(src)

@@ -213,7 +213,7 @@ func TestAsymmetricInt4Source(t *testing.T) {
 			t.Errorf("decode row %s has scheme %q, want int4 (re-quantized)", r.Tensor, r.Scheme)
 		}
 	}
-	if v := verifyOutput(t, src, filepath.Join(out, "decode")); !v.OK() {
+	if v := verifyDir(t, src, filepath.Join(out, "decode")); !v.OK() {
 		t.Fatalf("verify: %v", v.Problems)
 	}
 }

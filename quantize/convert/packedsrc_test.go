@@ -182,7 +182,7 @@ func TestKimiInt4Source(t *testing.T) {
 		t.Fatalf("decode config: format %v, group size %v", qc["format"], w["group_size"])
 	}
 	for _, kind := range []string{"decode", "prefill"} {
-		v := verifyOutput(t, src, filepath.Join(out, kind))
+		v := verifyDir(t, src, filepath.Join(out, kind))
 		if !v.OK() || !v.ReportChecked {
 			t.Fatalf("verify %s: %v (report checked: %v)", kind, v.Problems, v.ReportChecked)
 		}
@@ -210,7 +210,7 @@ func TestKimiInt4Requantized(t *testing.T) {
 	if int4 == 0 {
 		t.Fatal("no INT4 rows")
 	}
-	if v := verifyOutput(t, src, filepath.Join(out, "decode")); !v.OK() {
+	if v := verifyDir(t, src, filepath.Join(out, "decode")); !v.OK() {
 		t.Fatalf("verify: %v", v.Problems)
 	}
 }
@@ -236,27 +236,12 @@ func TestFP4Sources(t *testing.T) {
 				t.Fatal("no packed experts")
 			}
 			for _, kind := range []string{"decode", "prefill"} {
-				if v := verifyOutput(t, src, filepath.Join(out, kind)); !v.OK() {
+				if v := verifyDir(t, src, filepath.Join(out, kind)); !v.OK() {
 					t.Fatalf("verify %s: %v", kind, v.Problems)
 				}
 			}
 		})
 	}
-}
-
-// verifyOutput runs convert.Verify of one output against src.
-func verifyOutput(t *testing.T, src, dir string) *convert.VerifyResult {
-	t.Helper()
-	ck, err := safetensors.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	v, err := convert.Verify(context.Background(), ck, dir, 2)
-	if err != nil {
-		t.Fatalf("verify %s: %v", dir, err)
-	}
-	return v
 }
 
 // TestPackedSourceBands: an already-quantized source cut into bands gives the bytes of whole
@@ -280,7 +265,7 @@ func TestPackedSourceBands(t *testing.T) {
 			convertTo(t, src, whole, convert.Options{}, convert.RunOptions{Workers: 1})
 			restore()
 			sameFiles(t, "banded vs whole", outputFiles(t, banded), outputFiles(t, whole))
-			if v := verifyOutput(t, src, filepath.Join(banded, "prefill")); !v.OK() {
+			if v := verifyDir(t, src, filepath.Join(banded, "prefill")); !v.OK() {
 				t.Fatalf("verify: %v", v.Problems)
 			}
 		})
@@ -330,7 +315,7 @@ func TestFP4SourcePassThrough(t *testing.T) {
 			if n == 0 || passed == 0 {
 				t.Fatalf("%d expert tensors compared, %d passed rows", n, passed)
 			}
-			if v := verifyOutput(t, src, filepath.Join(out, "decode")); !v.OK() || !v.ReportChecked {
+			if v := verifyDir(t, src, filepath.Join(out, "decode")); !v.OK() || !v.ReportChecked {
 				t.Fatalf("verify: %v (report checked: %v)", v.Problems, v.ReportChecked)
 			}
 		})
@@ -378,7 +363,7 @@ func TestPackedSourceSchemes(t *testing.T) {
 			t.Fatalf("decode %s.weight: %+v", ignored, x)
 		}
 		for _, kind := range []string{"decode", "prefill"} {
-			if v := verifyOutput(t, src, filepath.Join(out, kind)); !v.OK() {
+			if v := verifyDir(t, src, filepath.Join(out, kind)); !v.OK() {
 				t.Fatalf("decode dense %s: verify %s: %v", tc.dense, kind, v.Problems)
 			}
 		}
