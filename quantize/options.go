@@ -40,6 +40,10 @@ type Int4Options struct {
 	// elements from the tensor's start. 0 when the whole tensor is given. The output does not
 	// depend on it.
 	FirstRow int
+	// W4AFP8 makes Int4Bands measure the error on the weights vLLM's W4A8 FP8 kernels compute
+	// with (W4AFP8Dequantize), not on the BF16 scales written; the bytes do not change. It needs
+	// GroupSize W4AFP8GroupSize.
+	W4AFP8 bool
 }
 
 // PerChannel as a group size gives one INT4 scale per output channel (the group is the row).
@@ -75,6 +79,9 @@ func (o Int4Options) Validate(cols int) error {
 	g := o.group(cols)
 	if cols <= 0 || cols%8 != 0 || cols%g != 0 {
 		return badShape("INT4 needs columns divisible by 8 and by the group size %d, have %d", g, cols)
+	}
+	if o.W4AFP8 && g != W4AFP8GroupSize {
+		return fmt.Errorf("quantize: W4AFP8 measures groups of %d, not %d: %w", W4AFP8GroupSize, g, ErrInvalidOptions)
 	}
 	return nil
 }

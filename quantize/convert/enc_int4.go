@@ -123,7 +123,14 @@ func (b *int4Bound) Dequantize(dst []float32, read TensorReader) (string, error)
 		return fmt.Sprintf("tensor %q: shape %v, want [N, K/group]", st.Name, st.Shape), nil
 	}
 	g := m.Cols / int(st.Shape[1])
-	if err := quantize.DequantizeInt4(dst, packed, scales, st.DType, m.Rows, m.Cols, g); err != nil {
+	deq := func() error { return quantize.DequantizeInt4(dst, packed, scales, st.DType, m.Rows, m.Cols, g) }
+	if b.scheme == SchemeW4AFP8 { // the weights vLLM's W4A8 kernels compute with, as the report measured
+		if st.DType != safetensors.BF16 || g != quantize.W4AFP8GroupSize {
+			return fmt.Sprintf("tensor %q: %s scales in groups of %d, want BF16 in groups of %d", st.Name, st.DType, g, quantize.W4AFP8GroupSize), nil
+		}
+		deq = func() error { return quantize.W4AFP8Dequantize(dst, packed, scales, m.Rows, m.Cols) }
+	}
+	if err := deq(); err != nil {
 		return fmt.Sprintf("tensor %q: %v", m.Name+suffixPacked, err), nil
 	}
 	shape, sh, err := read(m.Name + suffixWeightShape)
@@ -166,7 +173,7 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 // options returns the quantizer's options for slab s on the worker's backend.
 func (b *int4Bound) options(wk *worker, s *slab) quantize.Int4Options {
 	return quantize.Int4Options{GroupSize: b.o.GroupSize, Method: b.o.Method, SignedScales: b.o.SignedScales, Workers: 1,
-		Backend: wk.backend, FirstRow: s.r0}
+		Backend: wk.backend, FirstRow: s.r0, W4AFP8: b.scheme == SchemeW4AFP8}
 }
 
 func (b *int4Bound) newEncoder() encoder { return &int4Encoder{} }

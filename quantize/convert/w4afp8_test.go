@@ -23,15 +23,37 @@ func deepseek256Source(t testing.TB) string {
 }
 
 // TestW4AFP8: the routed experts are INT4 g128 exactly as an INT4 conversion with group size 128
-// writes them, the config group declares dynamic per-token FP8 input activations, verify accepts
-// the output, and the bytes are pinned.
+// writes them, the config group declares dynamic per-token FP8 input activations, the report
+// measures the weights vLLM's W4A8 kernels compute with (quantize.W4AFP8Dequantize: e4m3 group
+// scales, e4m3 products), not the BF16 scales' q·s the INT4 report measures on the same bytes,
+// verify (which decodes them the same way) accepts the output, and the bytes are pinned.
 func TestW4AFP8(t *testing.T) {
 	src := deepseek256Source(t)
 	out := filepath.Join(t.TempDir(), "w4afp8")
 	o := convert.Options{DecodeFormat: convert.DecodeW4AFP8, MaxShardSize: 1 << 20}
-	convertTo(t, src, out, o, convert.RunOptions{Workers: 2})
+	rep := convertTo(t, src, out, o, convert.RunOptions{Workers: 2})
 	int4 := filepath.Join(t.TempDir(), "int4")
-	convertTo(t, src, int4, convert.Options{GroupSize: 128, MaxShardSize: 1 << 20, Only: convert.KindDecode}, convert.RunOptions{Workers: 2})
+	int4Rep := convertTo(t, src, int4, convert.Options{GroupSize: 128, MaxShardSize: 1 << 20, Only: convert.KindDecode}, convert.RunOptions{Workers: 2})
+	int4SQNR := map[string]float64{}
+	for _, r := range int4Rep.Tensors {
+		int4SQNR[r.Tensor] = float64(r.SQNR)
+	}
+	var engine, bf16 float64
+	rows := 0
+	for _, r := range rep.Tensors {
+		if r.Scheme != string(convert.SchemeW4AFP8) {
+			continue
+		}
+		want, ok := int4SQNR[r.Tensor]
+		if !ok || float64(r.SQNR) == want {
+			t.Fatalf("%s: W4AFP8 SQNR %v, the INT4 g128 report's %v (found %v): the engine's weights are not q·s", r.Tensor, r.SQNR, want, ok)
+		}
+		engine, bf16, rows = engine+float64(r.SQNR), bf16+want, rows+1
+	}
+	if rows == 0 || engine >= bf16 {
+		t.Fatalf("%d W4AFP8 rows, mean SQNR %.3f dB against %.3f dB for q·s", rows, engine/float64(max(rows, 1)), bf16/float64(max(rows, 1)))
+	}
+	t.Logf("%d W4AFP8 rows: mean SQNR %.3f dB on the engine's weights, %.3f dB on q·s", rows, engine/float64(rows), bf16/float64(rows))
 	got, want := readTensors(t, filepath.Join(out, "decode")), readTensors(t, filepath.Join(int4, "decode"))
 	n := 0
 	for name, x := range got {
@@ -62,7 +84,7 @@ func TestW4AFP8(t *testing.T) {
 	if got, want := hashFiles(files), "bf078aa4b5c17de9"; got != want {
 		t.Errorf("checkpoint files hash %s, want %s", got, want)
 	}
-	if got, want := hashFiles(map[string][]byte{"report.json": report}), "314c56a53fc50328"; got != want {
+	if got, want := hashFiles(map[string][]byte{"report.json": report}), "9111429725571790"; got != want {
 		t.Errorf("report.json hash %s, want %s", got, want)
 	}
 }
