@@ -12,7 +12,7 @@ import (
 // block quantization_config, with the Linears the source keeps in BF16 as ignored_layers.
 func (p *Plan) copyOutput() *Output {
 	out := &Output{Kind: KindPrefill, CopySource: true, Config: p.Config}
-	if _, ok := p.Config["quantization_config"]; ok || p.Config == nil || p.Layout.Layout != rules.LayoutFP8Block {
+	if _, ok := p.Config["quantization_config"]; ok || rules.QuantizationConfig(p.Config) != nil || p.Config == nil || p.Layout.Layout != rules.LayoutFP8Block {
 		return out
 	}
 	c := cloneConfig(p.Config)
@@ -29,7 +29,7 @@ func (p *Plan) copyOutput() *Output {
 	if len(dense) > 0 {
 		qc["ignored_layers"] = dense
 	}
-	c["quantization_config"] = qc
+	setQuantConfig(c, qc)
 	out.Config, out.WriteConfig = c, true
 	return out
 }

@@ -185,7 +185,7 @@ func inspectPacked(f quantize.PackedFormat, module string, packed *safetensors.T
 // beside it) declares, nil when it declares none: a source without a quantization_config is
 // read from its tensors alone. A quantization pdq does not read is ErrQuantizedSource.
 func declaredFormats(dir string, cfg map[string]any) (map[quantize.PackedFormat]bool, error) {
-	qc, _ := cfg["quantization_config"].(map[string]any)
+	qc := rules.QuantizationConfig(cfg)
 	method, _ := qc["quant_method"].(string)
 	if qc == nil || method == "" {
 		if hf := filepath.Join(dir, "hf_quant_config.json"); dir != "" {

@@ -84,7 +84,7 @@ func (p *Plan) configWarnings() []string {
 	}
 	if maxExpert >= 0 {
 		key := "n_routed_experts"
-		if _, ok := p.Config[key]; !ok {
+		if rules.ConfigValue(p.Config, key) == nil {
 			key = "num_experts"
 		}
 		if v, ok := rules.ConfigInt(p.Config, key); ok && v < maxExpert+1 {

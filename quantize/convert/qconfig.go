@@ -31,8 +31,21 @@ func (p *Plan) prefillConfig() map[string]any {
 	if len(dense) > 0 {
 		qc["ignored_layers"] = dense
 	}
-	c["quantization_config"] = qc
+	setQuantConfig(c, qc)
 	return c
+}
+
+// setQuantConfig puts an output's quantization_config qc into c, a clone of the source config,
+// where the source keeps its own: under text_config when only that holds one (a multimodal
+// wrapper such as Kimi K2.5's, which the engines read there), else at the top level.
+func setQuantConfig(c map[string]any, qc any) {
+	if _, top := c["quantization_config"]; !top {
+		if tc := rules.TextConfig(c); tc != nil && tc["quantization_config"] != nil {
+			tc["quantization_config"] = qc
+			return
+		}
+	}
+	c["quantization_config"] = qc
 }
 
 // decodeConfig is the source config with the compressed-tensors quantization_config of the decode
@@ -86,12 +99,12 @@ func (p *Plan) decodeConfig() map[string]any {
 		groups[fmt.Sprintf("group_%d", i+1)] = withTargets(frags[k], Patterns(members[k], others(k)))
 		format = "mixed-precision"
 	}
-	c["quantization_config"] = map[string]any{
+	setQuantConfig(c, map[string]any{
 		"quant_method": "compressed-tensors", "format": format, "quantization_status": "compressed",
 		"config_groups": groups, "ignore": Patterns(dense, all),
 		"kv_cache_scheme": nil, "sparsity_config": map[string]any{}, "global_compression_ratio": nil,
 		"version": compressedTensorsVersion,
-	}
+	})
 	return c
 }
 

@@ -93,7 +93,7 @@ func Verify(ctx context.Context, src *safetensors.Checkpoint, outDir string, wor
 // FP8 or dense, and the group size from config.json.
 func optionsFromOutput(out *safetensors.Checkpoint, cfg map[string]any) (Options, OutputKind, error) {
 	o := Options{TargetSet: map[string]bool{}, IgnoreSet: map[string]bool{}, OnUnsupported: UnsupportedSkip}
-	qc, _ := cfg["quantization_config"].(map[string]any)
+	qc := rules.QuantizationConfig(cfg)
 	method, _ := qc["quant_method"].(string)
 	kind := KindPrefill
 	names := map[string]bool{}

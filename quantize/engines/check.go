@@ -132,7 +132,7 @@ func Check(e Engine, in Input, o Options) *Result {
 	sort.Strings(ck)
 	mods := buildModules(e, fam, ck, int(layers))
 	c.res.Modules = len(mods)
-	qc, _ := in.Config["quantization_config"].(map[string]any)
+	qc := rules.QuantizationConfig(in.Config)
 	method, _ := qc["quant_method"].(string)
 	switch method {
 	case "compressed-tensors":

@@ -120,8 +120,32 @@ func IntOf(v any) (int64, bool) {
 	return 0, false
 }
 
-// ConfigInt returns the integer value of key in cfg.
-func ConfigInt(cfg map[string]any, key string) (int64, bool) { return IntOf(cfg[key]) }
+// ConfigInt returns the integer value of key in cfg, read from its text_config when the top
+// level lacks the key (see ConfigValue).
+func ConfigInt(cfg map[string]any, key string) (int64, bool) { return IntOf(ConfigValue(cfg, key)) }
+
+// TextConfig returns the text_config object of cfg, nil when it has none: multimodal wrappers
+// (Kimi K2.5 and K2.6) keep the language model's keys there, quantization_config included.
+func TextConfig(cfg map[string]any) map[string]any {
+	tc, _ := cfg["text_config"].(map[string]any)
+	return tc
+}
+
+// ConfigValue returns the value of key in cfg, or in its text_config when the top level lacks
+// the key: a multimodal wrapper's language model is read like a top-level one.
+func ConfigValue(cfg map[string]any, key string) any {
+	if v, ok := cfg[key]; ok {
+		return v
+	}
+	return TextConfig(cfg)[key]
+}
+
+// QuantizationConfig returns cfg's quantization_config object (ConfigValue's), nil when it has
+// none.
+func QuantizationConfig(cfg map[string]any) map[string]any {
+	qc, _ := ConfigValue(cfg, "quantization_config").(map[string]any)
+	return qc
+}
 
 // maxConfigValue bounds the sizes and counts pdq reads from a config (2^40: far above any model).
 const maxConfigValue = 1 << 40
@@ -134,13 +158,14 @@ var (
 	configCounts = []string{"n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers"}
 )
 
-// CheckConfig refuses a config whose model sizes and counts are not integers in range: a value
-// pdq reads must not be a string, a fraction, negative, or absurdly large (ErrBadConfig).
+// CheckConfig refuses a config whose model sizes and counts (ConfigValue's: the top level's, or
+// text_config's) are not integers in range: a value pdq reads must not be a string, a fraction,
+// negative, or absurdly large (ErrBadConfig).
 // null is accepted (some configs write q_lora_rank: null).
 func CheckConfig(cfg map[string]any) error {
 	check := func(k string, lo int64) error {
-		v, ok := cfg[k]
-		if !ok || v == nil {
+		v := ConfigValue(cfg, k)
+		if v == nil {
 			return nil
 		}
 		n, ok := IntOf(v)

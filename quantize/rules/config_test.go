@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,5 +43,38 @@ func TestLoadConfigRefusals(t *testing.T) {
 	}
 	if _, ok := ConfigInt(cfg, "n"); ok {
 		t.Error("2^63 read as an int64")
+	}
+}
+
+// TestTextConfig: a multimodal wrapper's text_config is read like a top-level config (Kimi
+// K2.5's layout), a key at the top level wins, and CheckConfig checks the nested sizes.
+func TestTextConfig(t *testing.T) {
+	qc := map[string]any{"quant_method": "compressed-tensors"}
+	cases := []struct {
+		name    string
+		cfg     map[string]any
+		hidden  int64
+		ok      bool
+		quant   bool
+		checkOK bool
+	}{
+		{"top level", map[string]any{"hidden_size": json.Number("7168"), "quantization_config": qc}, 7168, true, true, true},
+		{"nested", map[string]any{"text_config": map[string]any{"hidden_size": json.Number("7168"), "quantization_config": qc}}, 7168, true, true, true},
+		{"top wins", map[string]any{"hidden_size": json.Number("64"), "text_config": map[string]any{"hidden_size": json.Number("7168"), "quantization_config": json.Number("3")}}, 64, true, false, true},
+		{"nested bad size", map[string]any{"text_config": map[string]any{"hidden_size": json.Number("-1")}}, -1, true, false, false},
+		{"text_config not an object", map[string]any{"text_config": "x"}, 0, false, false, true},
+		{"none", nil, 0, false, false, true},
+	}
+	for _, c := range cases {
+		h, ok := ConfigInt(c.cfg, "hidden_size")
+		if h != c.hidden || ok != c.ok {
+			t.Errorf("%s: hidden_size %d %v, want %d %v", c.name, h, ok, c.hidden, c.ok)
+		}
+		if got := QuantizationConfig(c.cfg) != nil; got != c.quant {
+			t.Errorf("%s: quantization_config found %v, want %v", c.name, got, c.quant)
+		}
+		if err := CheckConfig(c.cfg); (err == nil) != c.checkOK || err != nil && !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%s: CheckConfig %v, want ok %v", c.name, err, c.checkOK)
+		}
 	}
 }

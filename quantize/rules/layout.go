@@ -117,7 +117,7 @@ func Detect(ts []*safetensors.Tensor, cfg map[string]any) Detected {
 	if len(dts) > 0 {
 		d.DenseDType = dts[0]
 	}
-	if qc, ok := cfg["quantization_config"].(map[string]any); ok {
+	if qc := QuantizationConfig(cfg); qc != nil {
 		d.QuantMethod, _ = qc["quant_method"].(string)
 		d.ScaleFmt, _ = qc["scale_fmt"].(string)
 		if bs, ok := qc["weight_block_size"].([]any); ok && len(bs) == 2 {
