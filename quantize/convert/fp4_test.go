@@ -34,14 +34,14 @@ func TestGoldenFP4(t *testing.T) {
 		o             convert.Options
 		files, report string
 	}{
-		{"glm4-nvfp4-rtn", glm, convert.Options{DecodeFormat: nv, Method: rtn}, "5c4a80f0f40da471", "bef0b1cfa78e13ad"},
-		{"glm4-nvfp4-mse", glm, convert.Options{DecodeFormat: nv, Method: mse}, "feca24235df92f0a", "49ea280e34994e46"},
-		{"glm4-mxfp4-rtn", glm, convert.Options{DecodeFormat: mx, Method: rtn}, "f91308ae2d59597c", "98cdba20caaa8f66"},
-		{"glm4-mxfp4-mse", glm, convert.Options{DecodeFormat: mx, Method: mse}, "32b5e4300f26e5aa", "5d7637046ddd74a8"},
-		{"deepseek-nvfp4-mse-densefp8", ds, convert.Options{DecodeFormat: nv, Method: mse, DecodeDense: convert.DenseFP8}, "eee5ba2bc7c45a62", "ce669ad72ad66601"},
-		{"deepseek-mxfp4-rtn", ds, convert.Options{DecodeFormat: mx, Method: rtn, Only: convert.KindDecode}, "9b6ea155157487fc", "c312b41db1aaac82"},
-		{"bands-fp8block-nvfp4-mse", bands["fp8block"], convert.Options{DecodeFormat: nv, Method: mse}, "c14f3970bdaeee7c", "e4573770a4d1e677"},
-		{"bands-f16-mxfp4-mse", bands["f16"], convert.Options{DecodeFormat: mx, Method: mse}, "796cf59970224722", "0901fa6f6d1bd1ee"},
+		{"glm4-nvfp4-rtn", glm, convert.Options{DecodeFormat: nv, Method: rtn}, "d7d14ca81794181e", "bef0b1cfa78e13ad"},
+		{"glm4-nvfp4-mse", glm, convert.Options{DecodeFormat: nv, Method: mse}, "6efac929ba5c20f5", "49ea280e34994e46"},
+		{"glm4-mxfp4-rtn", glm, convert.Options{DecodeFormat: mx, Method: rtn}, "d1d11925455bf342", "98cdba20caaa8f66"},
+		{"glm4-mxfp4-mse", glm, convert.Options{DecodeFormat: mx, Method: mse}, "2db8cd0877f26943", "5d7637046ddd74a8"},
+		{"deepseek-nvfp4-mse-densefp8", ds, convert.Options{DecodeFormat: nv, Method: mse, DecodeDense: convert.DenseFP8}, "31576dbbc16ac865", "ce669ad72ad66601"},
+		{"deepseek-mxfp4-rtn", ds, convert.Options{DecodeFormat: mx, Method: rtn, Only: convert.KindDecode}, "e2be59bacd13d578", "c312b41db1aaac82"},
+		{"bands-fp8block-nvfp4-mse", bands["fp8block"], convert.Options{DecodeFormat: nv, Method: mse}, "6bd504eed3c237b0", "e4573770a4d1e677"},
+		{"bands-f16-mxfp4-mse", bands["f16"], convert.Options{DecodeFormat: mx, Method: mse}, "fcc9839dc4f561e4", "0901fa6f6d1bd1ee"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")

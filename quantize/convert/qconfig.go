@@ -9,8 +9,31 @@ import (
 	"pdq/quantize/rules"
 )
 
-// compressedTensorsVersion is the compressed-tensors format version written into decode configs.
+// compressedTensorsVersion is the compressed-tensors format version written into decode configs
+// whose groups use no field of a later release (INT4's).
 const compressedTensorsVersion = "0.12.2"
+
+// compressedTensorsScaleDTypeVersion is the first compressed-tensors release whose
+// QuantizationArgs has scale_dtype and zp_dtype (which 0.12.2 forbids as extra fields) and the
+// mxfp4-pack-quantized format: the version of a decode config whose groups carry them (the FP4
+// formats, W4AFP8).
+const compressedTensorsScaleDTypeVersion = "0.13.0"
+
+// ctVersion is the version a decode config with these config groups declares.
+func ctVersion(groups map[string]any) string {
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		for _, args := range []string{"weights", "input_activations", "output_activations"} {
+			a, _ := gm[args].(map[string]any)
+			_, s := a["scale_dtype"]
+			_, z := a["zp_dtype"]
+			if s || z {
+				return compressedTensorsScaleDTypeVersion
+			}
+		}
+	}
+	return compressedTensorsVersion
+}
 
 // cloneConfig deep-copies a parsed config.json, numbers as written (nil gives an empty map).
 func cloneConfig(cfg map[string]any) map[string]any { return rules.CloneConfig(cfg) }
@@ -103,7 +126,7 @@ func (p *Plan) decodeConfig() map[string]any {
 		"quant_method": "compressed-tensors", "format": format, "quantization_status": "compressed",
 		"config_groups": groups, "ignore": Patterns(dense, all),
 		"kv_cache_scheme": nil, "sparsity_config": map[string]any{}, "global_compression_ratio": nil,
-		"version": compressedTensorsVersion,
+		"version": ctVersion(groups),
 	})
 	return c
 }

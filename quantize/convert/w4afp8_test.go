@@ -81,7 +81,7 @@ func TestW4AFP8(t *testing.T) {
 	files := outputFiles(t, out)
 	report := reportWithoutPaths(t, files["report.json"])
 	delete(files, "report.json")
-	if got, want := hashFiles(files), "bf078aa4b5c17de9"; got != want {
+	if got, want := hashFiles(files), "2565e21215592baa"; got != want {
 		t.Errorf("checkpoint files hash %s, want %s", got, want)
 	}
 	if got, want := hashFiles(map[string][]byte{"report.json": report}), "9111429725571790"; got != want {
