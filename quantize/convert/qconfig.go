@@ -59,16 +59,19 @@ func (p *Plan) prefillConfig() map[string]any {
 }
 
 // setQuantConfig puts an output's quantization_config qc into c, a clone of the source config,
-// where the source keeps its own: under text_config when only that holds one (a multimodal
-// wrapper such as Kimi K2.5's, which the engines read there), else at the top level.
+// where the source keeps its own: under text_config when that holds one (a multimodal wrapper
+// such as Kimi K2.5's, which the engines read there), at the top level when that holds one or
+// neither does, so that no stale copy of the source's is left.
 func setQuantConfig(c map[string]any, qc any) {
-	if _, top := c["quantization_config"]; !top {
-		if tc := rules.TextConfig(c); tc != nil && tc["quantization_config"] != nil {
-			tc["quantization_config"] = qc
-			return
-		}
+	_, top := c["quantization_config"]
+	tc := rules.TextConfig(c)
+	nested := tc != nil && tc["quantization_config"] != nil
+	if nested {
+		tc["quantization_config"] = qc
 	}
-	c["quantization_config"] = qc
+	if top || !nested {
+		c["quantization_config"] = qc
+	}
 }
 
 // decodeConfig is the source config with the compressed-tensors quantization_config of the decode

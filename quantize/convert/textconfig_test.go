@@ -83,6 +83,22 @@ func TestTextConfigSource(t *testing.T) {
 		}
 	}
 
+	// A config with quantization_config at both levels gets the output's at both.
+	both := wrapTextConfig(t, src, nil)
+	cfg := readJSON(t, filepath.Join(both, "config.json"))
+	cfg["quantization_config"] = cfg["text_config"].(map[string]any)["quantization_config"]
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(both, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range plan(t, both, convert.Options{}).Outputs {
+		top, nested := out.Config["quantization_config"], rules.TextConfig(out.Config)["quantization_config"]
+		want := map[convert.OutputKind]string{convert.KindPrefill: "fp8", convert.KindDecode: "compressed-tensors"}[out.Kind]
+		if m, _ := top.(map[string]any); m == nil || m["quant_method"] != want || !reflect.DeepEqual(top, nested) {
+			t.Errorf("both levels, %s: top %v, text_config %v", out.Kind, top, nested)
+		}
+	}
+
 	// The declared format is read: NVFP4 declared over INT4 tensors is refused, nested or not.
 	nvfp4 := func(c map[string]any) {
 		c["quantization_config"].(map[string]any)["format"] = "nvfp4-pack-quantized"
@@ -91,9 +107,9 @@ func TestTextConfigSource(t *testing.T) {
 		}
 	}
 	plainNV := copyTree(t, src, filepath.Join(t.TempDir(), "plain-nvfp4"))
-	cfg := readJSON(t, filepath.Join(plainNV, "config.json"))
+	cfg = readJSON(t, filepath.Join(plainNV, "config.json"))
 	nvfp4(cfg)
-	b, _ := json.Marshal(cfg)
+	b, _ = json.Marshal(cfg)
 	if err := os.WriteFile(filepath.Join(plainNV, "config.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
