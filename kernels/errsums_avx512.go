@@ -131,53 +131,21 @@ func errLanesAVX512(a *errAcc, ref, got []float32) {
 	}
 }
 
-// pairsChunkFull is pairsChunk for a whole chunk, with array pointers the compiler needs no
-// bounds checks or slice arithmetic for (in the loop over slices, advancing three slices cost
-// more scalar instructions than the step has vector ones).
-//
-//go:noinline
-func (s *sums512) pairsChunkFull(ref, got *[maxChunk]float32) {
-	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
-	for j := 0; j < maxChunk; j += 8 {
-		r := archsimd.LoadFloat32x8((*[8]float32)(ref[j:])).ConvertToFloat64()
-		g := archsimd.LoadFloat32x8((*[8]float32)(got[j:])).ConvertToFloat64()
-		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(s.ab[j:]))
-	}
-	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
-}
-
-// pairsChunk adds ref against got (a multiple of eight elements, at most maxChunk).
-//
-//go:noinline
+// pairsChunk adds ref against got (a multiple of eight elements, at most maxChunk) with the
+// assembly loop (fp8block_amd64.s).
 func (s *sums512) pairsChunk(ref, got []float32) {
-	if len(ref) == maxChunk {
-		s.pairsChunkFull((*[maxChunk]float32)(ref), (*[maxChunk]float32)(got))
+	n := len(ref) &^ 7
+	if n == 0 {
 		return
 	}
-	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
-	got = got[:len(ref)]
-	ab := s.ab[:len(ref)]
-	for len(ref) >= 8 {
-		r := archsimd.LoadFloat32x8((*[8]float32)(ref)).ConvertToFloat64()
-		g := archsimd.LoadFloat32x8((*[8]float32)(got)).ConvertToFloat64()
-		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(ab))
-		ref, got, ab = ref[8:], got[8:], ab[8:]
-	}
-	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
+	_, _ = got[n-1], s.ab[n-1] // n ≤ maxChunk
+	pairsChunkAsm(s, &ref[0], &got[0], n)
 }
-
-// int4Levels holds the sixteen levels nibble-8 as float32.
-var int4Levels archsimd.Float32x16 // initAVX512Vectors
 
 // nibbleShifts64 places nibble j of a word in the low bits of lane j.
 var nibbleShifts64 archsimd.Uint64x8 // initAVX512Vectors
 
 var nibbleShifts64Arr = [8]uint64{0, 4, 8, 12, 16, 20, 24, 28}
-
-// nibbleShifts64Hi places nibble j of the upper word of a 64-bit lane in the low bits of lane j.
-var nibbleShifts64Hi archsimd.Uint64x8 // initAVX512Vectors
-
-var nibbleShifts64HiArr = [8]uint64{32, 36, 40, 44, 48, 52, 56, 60}
 
 // errLanesInt4AVX512 is errLanesInt4Scalar in one pass: per group, the sixteen values
 // (nibble-8)·s of the scalar table (float32 products, widened to float64) fill two Float64x8
@@ -199,86 +167,17 @@ func errLanesInt4AVX512(a *errAcc, ref []float32, packed []byte, scales []float3
 		wi = 1
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
+	gw := g / 8
 	var s sums512
 	a.load512(&s)
 	for wi < len(words) {
-		if len(words)-wi >= maxChunk/8 {
-			s.int4ChunkFull((*[maxChunk]float32)(ref[8*wi:]), (*[maxChunk / 8]uint32)(words[wi:]), scales, wi, g/8)
-			a.endChunk(&s, maxChunk)
-			wi += maxChunk / 8
-			continue
-		}
-		n := len(words) - wi
-		s.int4Chunk(ref[8*wi:8*(wi+n)], words[wi:wi+n], scales, wi, g/8)
+		n := min(len(words)-wi, maxChunk/8)
+		k := wi / gw
+		_, _ = ref[8*(wi+n)-1], scales[(wi+n-1)/gw]
+		int4ChunkAsm(&s, &ref[8*wi], &words[wi], n, &scales[k], (k+1)*gw-wi, gw)
 		a.endChunk(&s, 8*n)
 		wi += n
 	}
 	a.save512(&s)
 	archsimd.ClearAVXUpperBits()
-}
-
-// int4ChunkFull is int4Chunk for a whole chunk, with array pointers the compiler needs no
-// bounds checks for, two words a step: one broadcast of both (a 64-bit load) serves both, the
-// second word's nibbles shifted down from bits 32-63 (a broadcast from a general register
-// costs two instructions on the shuffle port, which the step's permute needs too).
-//
-//go:noinline
-func (s *sums512) int4ChunkFull(ref *[maxChunk]float32, words *[maxChunk / 8]uint32, scales []float32, w0, gw int) {
-	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
-	shLo, shHi := nibbleShifts64, nibbleShifts64Hi
-	pairs := (*[maxChunk / 16]uint64)(unsafe.Pointer(words))
-	k := w0 / gw
-	left := (k+1)*gw - w0 // words left in group k
-	lut := int4Levels.Mul(bc16(scales[k]))
-	t0, t1 := lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
-	for j := range maxChunk / 16 {
-		w := archsimd.BroadcastUint64x8(pairs[j])
-		if left == 0 {
-			k, left = k+1, gw
-			lut := int4Levels.Mul(bc16(scales[k]))
-			t0, t1 = lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
-		}
-		left--
-		g := t0.ConcatPermute(t1, w.ShiftRight(shLo))
-		r := archsimd.LoadFloat32x8((*[8]float32)(ref[16*j:])).ConvertToFloat64()
-		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(s.ab[16*j:]))
-		if left == 0 {
-			k, left = k+1, gw
-			lut := int4Levels.Mul(bc16(scales[k]))
-			t0, t1 = lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
-		}
-		left--
-		g = t0.ConcatPermute(t1, w.ShiftRight(shHi))
-		r = archsimd.LoadFloat32x8((*[8]float32)(ref[16*j+8:])).ConvertToFloat64()
-		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(s.ab[16*j+8:]))
-	}
-	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
-}
-
-// int4Chunk adds ref against the values of words (at most maxChunk/8 of them, the first being
-// word w0 of the slab, groups of gw words with the scales given).
-//
-//go:noinline
-func (s *sums512) int4Chunk(ref []float32, words []uint32, scales []float32, w0, gw int) {
-	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
-	shifts := nibbleShifts64
-	ref = ref[:8*len(words)]
-	ab := s.ab[:len(ref)]
-	k := w0 / gw
-	left := (k+1)*gw - w0 // words left in group k
-	lut := int4Levels.Mul(bc16(scales[k]))
-	t0, t1 := lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
-	for _, w := range words {
-		if left == 0 {
-			k, left = k+1, gw
-			lut := int4Levels.Mul(bc16(scales[k]))
-			t0, t1 = lut.GetLo().ConvertToFloat64(), lut.GetHi().ConvertToFloat64()
-		}
-		left--
-		g := t0.ConcatPermute(t1, archsimd.BroadcastUint64x8(uint64(w)).ShiftRight(shifts))
-		r := archsimd.LoadFloat32x8((*[8]float32)(ref)).ConvertToFloat64()
-		sr, se, sa, dt, sg, bm = step512(r, g, sr, se, sa, dt, sg, bm, (*[8]float64)(ab))
-		ref, ab = ref[8:], ab[8:]
-	}
-	s.sr, s.se, s.sa, s.dt, s.sg, s.bm = sr, se, sa, dt, sg, bm
 }
