@@ -86,3 +86,122 @@ same:
 
 	SUMSSTORE
 	RET
+
+// RTNSTEP quantizes the sixteen elements of V (lanes 0-7 of group a, 8-15 of group b) with the
+// scales Z16 as rtnStep does (full false): F = V/s; a clip where F ≥ 7.5 (counted in Z19);
+// R = min(F, 7) + 1.5·2^23+8, whose low byte is the nibble; e += (V - (R-(1.5·2^23+8))·s)²
+// and ss += V², every product rounded before it is added. V is overwritten.
+#define RTNSTEP(V, F, R) \
+	VDIVPS     Z16, V, F;        \
+	VCMPPS     $13, Z22, F, K1;  \
+	VPADDD     Z27, Z19, K1, Z19; \
+	VMINPS     Z23, F, F;        \
+	VADDPS     Z24, F, R;        \
+	VSUBPS     Z24, R, F;        \
+	VMULPS     Z16, F, F;        \
+	VSUBPS     F, V, F;          \
+	VMULPS     F, F, F;          \
+	VADDPS     F, Z17, Z17;      \
+	VMULPS     V, V, V;          \
+	VADDPS     V, Z18, Z18
+
+// func rtnPairsAsm(x *float32, dst *byte, size int, scales *[16]float32, out *rtnPairsOut)
+//
+// The second pass of rtnBatch16 over its sixteen groups of g elements (g a positive multiple
+// of 32, at most 2040, every scale a normal float32 or zero), in pairs (2i, 2i+1) as rtnPair
+// takes them: the packed bytes to dst, and per pair out.e[i] and out.ss[i] (the eight-lane
+// error and Σx² sums, lanes 0-7 group 2i, 8-15 group 2i+1) and out.clip[i] (the two groups'
+// clip counts). Each 32 elements of a pair are four RTNSTEPs (elements 0-7, 8-15, 16-23 and
+// 24-31 of both groups, by 128-bit shuffles of the loads) whose results are packed as
+// packNibbles32 does. The Go wrapper checks the bounds.
+TEXT ·rtnPairsAsm(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ size+16(FP), CX
+	MOVQ scales+24(FP), R9
+	MOVQ out+32(FP), R10
+	MOVL $0x40f00000, AX    // 7.5
+	VPBROADCASTD AX, Z22
+	MOVL $0x40e00000, AX    // 7
+	VPBROADCASTD AX, Z23
+	MOVL $0x4b400008, AX    // 1.5·2^23+8
+	VPBROADCASTD AX, Z24
+	MOVL $0x0b400000, AX    // rtnPackXor
+	VPBROADCASTD AX, Z25
+	MOVL $1, AX
+	VPBROADCASTD AX, Z27
+	VMOVDQU32 rtnPackShuffle<>(SB), Y26
+	VPXORD  Z28, Z28, Z28
+	LEAQ    (CX)(CX*1), R11 // 2g: elements of a pair
+	MOVQ    CX, R13
+	SHRQ    $1, R13         // g/2: bytes of a group
+	XORQ    BX, BX          // pair
+
+pair:
+	VBROADCASTSS  (R9)(BX*8), Z16
+	VBROADCASTSS  4(R9)(BX*8), Y29
+	VINSERTF64X4  $1, Y29, Z16, Z16
+	VMOVDQA64     Z28, Z17
+	VMOVDQA64     Z28, Z18
+	VMOVDQA64     Z28, Z19
+	LEAQ          (SI)(CX*4), DX  // group b
+	LEAQ          (DI)(R13*1), R12 // group b's bytes
+	XORQ          R8, R8          // element offset within the groups
+
+quad:
+	VMOVUPS     (SI)(R8*4), Z0
+	VMOVUPS     (DX)(R8*4), Z1
+	VMOVUPS     64(SI)(R8*4), Z2
+	VMOVUPS     64(DX)(R8*4), Z3
+	VSHUFF32X4  $0x44, Z1, Z0, Z4
+	VSHUFF32X4  $0xee, Z1, Z0, Z5
+	VSHUFF32X4  $0x44, Z3, Z2, Z6
+	VSHUFF32X4  $0xee, Z3, Z2, Z7
+	RTNSTEP(Z4, Z8, Z0)
+	RTNSTEP(Z5, Z9, Z1)
+	RTNSTEP(Z6, Z10, Z2)
+	RTNSTEP(Z7, Z11, Z3)
+	VPSLLD      $8, Z1, Z1
+	VPTERNLOGD  $0x96, Z25, Z1, Z0
+	VPSLLD      $16, Z2, Z2
+	VPSLLD      $24, Z3, Z3
+	VPTERNLOGD  $0x96, Z3, Z2, Z0
+	VPSRLQ      $28, Z0, Z1
+	VPORQ       Z1, Z0, Z0
+	VPMOVQD     Z0, Y0
+	VPSHUFB     Y26, Y0, Y0
+	MOVQ        R8, AX
+	SHRQ        $1, AX
+	VMOVDQU     X0, (DI)(AX*1)
+	VEXTRACTI128 $1, Y0, X1
+	VMOVDQU     X1, (R12)(AX*1)
+	ADDQ        $32, R8
+	CMPQ        R8, CX
+	JLT         quad
+
+	// The pair's sums and clip counts (the clip lanes as bytes, each at most g/8, summed
+	// in two halves).
+	MOVQ       BX, AX
+	SHLQ       $6, AX
+	VMOVUPS    Z17, (R10)(AX*1)
+	VMOVUPS    Z18, 512(R10)(AX*1)
+	VPMOVDB    Z19, X0
+	VPSADBW    X28, X0, X0
+	MOVQ       BX, AX
+	SHLQ       $4, AX
+	VMOVDQU    X0, 1024(R10)(AX*1)
+	LEAQ       (SI)(R11*4), SI
+	LEAQ       (DI)(CX*1), DI
+	INCQ       BX
+	CMPQ       BX, $8
+	JLT        pair
+
+	VZEROUPPER
+	RET
+
+// rtnPackShuffle: byte 4k+i of each 16 bytes to byte 4i+k, in both halves.
+DATA rtnPackShuffle<>+0(SB)/8, $0x0d0905010c080400
+DATA rtnPackShuffle<>+8(SB)/8, $0x0f0b07030e0a0602
+DATA rtnPackShuffle<>+16(SB)/8, $0x0d0905010c080400
+DATA rtnPackShuffle<>+24(SB)/8, $0x0f0b07030e0a0602
+GLOBL rtnPackShuffle<>(SB), RODATA|NOPTR, $32

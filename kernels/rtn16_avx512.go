@@ -56,11 +56,14 @@ func storeRTNBatch(out Int4Out, src []float32, k0, nb int, ok uint16, p *Int4Par
 	return 0, nil
 }
 
-// rtnBatch holds the results of sixteen groups.
+// rtnBatch holds the results of sixteen groups, and the scales and pair sums rtnPairsAsm
+// works with.
 type rtnBatch struct {
 	err, ss [batchGroups]float32
 	clip    [batchGroups]int32
 	scale   [batchGroups]uint16 // BF16 codes
+	scales  [batchGroups]float32
+	pairs   rtnPairsOut
 }
 
 // The permutes of the RTN batch: lanes 0-7 of two vectors, lanes 8-15 of two vectors, the even
@@ -115,6 +118,13 @@ func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	ok := finite.And(sR.NotEqual(archsimd.Float32x16{})).ToBits()
 	full := sR.Less(bc16(0x1p-126)).ToBits()&ok != 0 // some scale is subnormal (see rtnPair)
 	sra16(sR.AsUint32x16(), 16).TruncateToUint16().Store(&res.scale)
+	if !full && g%32 == 0 && g <= maxRTNAsmGroup {
+		sR.Store(&res.scales)
+		_, _ = x[16*g-1], dst[8*g-1]
+		rtnPairsAsm(&x[0], &dst[0], g, &res.scales, &res.pairs)
+		rtnPairsSums(res)
+		return ok
+	}
 
 	pair := func(i int) (e, ss archsimd.Float32x16) {
 		return rtnPair(x[2*i*g:(2*i+2)*g], dst[i*g:(i+1)*g], g, sR.Permute(rtnPairScale[i]), full, &clips[i])

@@ -1,0 +1,50 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import "simd/archsimd"
+
+// The RTN batch's second pass in assembly (int4rtn_amd64.s): the compiler's code for rtnQuad
+// reloaded its constants from memory in every step, moved the clip masks through general
+// registers and a table look-up per step, and spilled around the calls of rtnPair; the
+// assembly keeps the constants and the sums of a pair in registers, counts the clips in a
+// vector with a masked add, and takes the elements 0-7 and 8-15 of two groups with 128-bit
+// shuffles (no index vectors). Same operations in the same order on the same lanes as
+// rtnPair: the same bytes and sums (TestSIMDRTNBatchTies, FuzzSIMDRTNBatch, the golden
+// hashes).
+
+// maxRTNAsmGroup bounds the groups rtnPairsAsm takes: it counts the clips of a lane (one per
+// step, g/8 in all) in a byte.
+const maxRTNAsmGroup = 2040
+
+// rtnPairsOut is what rtnPairsAsm leaves per pair i of groups (2i, 2i+1): the eight-lane error
+// and Σx² sums (lanes 0-7 group 2i, 8-15 group 2i+1) and the two groups' clip counts. The
+// assembly writes e at offset 0, ss at 512 and clip at 1024.
+type rtnPairsOut struct {
+	e, ss [batchGroups / 2][16]float32
+	clip  [batchGroups / 2][2]uint64
+}
+
+// rtnPairsAsm quantizes sixteen groups of size elements from x (size a positive multiple of 32, at
+// most maxRTNAsmGroup) with the scales (normal float32 values or zero: rtnPair's full false)
+// into dst (8g bytes) and out, as rtnPair does pair by pair.
+//
+//go:noescape
+func rtnPairsAsm(x *float32, dst *byte, size int, scales *[batchGroups]float32, out *rtnPairsOut)
+
+// rtnPairsSums reduces the pair sums of res.pairs to one lane per group, as rtnBatch16 does
+// rtnPair's, into res.err and res.ss, and copies the clip counts.
+func rtnPairsSums(res *rtnBatch) {
+	p := &res.pairs
+	sum := func(v *[batchGroups / 2][16]float32) archsimd.Float32x16 {
+		ld := func(i int) archsimd.Float32x16 { return archsimd.LoadFloat32x16(&v[i]) }
+		lo := evenOddSum(evenOddSum(ld(0), ld(1)), evenOddSum(ld(2), ld(3)))
+		return evenOddSum(lo, evenOddSum(evenOddSum(ld(4), ld(5)), evenOddSum(ld(6), ld(7))))
+	}
+	sum(&p.e).Store(&res.err)
+	sum(&p.ss).Store(&res.ss)
+	archsimd.ClearAVXUpperBits()
+	for i, c := range p.clip {
+		res.clip[2*i], res.clip[2*i+1] = int32(c[0]), int32(c[1])
+	}
+}
