@@ -205,3 +205,164 @@ DATA rtnPackShuffle<>+8(SB)/8, $0x0f0b07030e0a0602
 DATA rtnPackShuffle<>+16(SB)/8, $0x0d0905010c080400
 DATA rtnPackShuffle<>+24(SB)/8, $0x0f0b07030e0a0602
 GLOBL rtnPackShuffle<>(SB), RODATA|NOPTR, $32
+
+// The lane indices of the absolute-maximum tree: the even and the odd lanes of two vectors.
+DATA rtnEvenIdx<>+0(SB)/4, $0
+DATA rtnEvenIdx<>+4(SB)/4, $2
+DATA rtnEvenIdx<>+8(SB)/4, $4
+DATA rtnEvenIdx<>+12(SB)/4, $6
+DATA rtnEvenIdx<>+16(SB)/4, $8
+DATA rtnEvenIdx<>+20(SB)/4, $10
+DATA rtnEvenIdx<>+24(SB)/4, $12
+DATA rtnEvenIdx<>+28(SB)/4, $14
+DATA rtnEvenIdx<>+32(SB)/4, $16
+DATA rtnEvenIdx<>+36(SB)/4, $18
+DATA rtnEvenIdx<>+40(SB)/4, $20
+DATA rtnEvenIdx<>+44(SB)/4, $22
+DATA rtnEvenIdx<>+48(SB)/4, $24
+DATA rtnEvenIdx<>+52(SB)/4, $26
+DATA rtnEvenIdx<>+56(SB)/4, $28
+DATA rtnEvenIdx<>+60(SB)/4, $30
+GLOBL rtnEvenIdx<>(SB), RODATA|NOPTR, $64
+
+// MAXPAIR sets A to the maxima of adjacent lanes of A then B (lanes 0-7 from A, 8-15 from B):
+// after four levels of it over sixteen vectors, lane l holds the maximum of vector l. Z29 and
+// Z30 are the even and odd indices; Z28 is clobbered.
+#define MAXPAIR(A, B) \
+	VMOVDQA64  A, Z28;      \
+	VPERMT2D   B, Z29, Z28; \
+	VPERMT2D   B, Z30, A;   \
+	VPMAXUD    Z28, A, A
+
+// func rtnScalesAsm(x *float32, size int, scale *[16]uint16, scales *[16]float32) (ok uint16, full bool)
+//
+// The first pass of rtnBatch16 over sixteen groups of size elements (a positive multiple of
+// 16): the largest |x| bit pattern of each group (an integer maximum, order-free), its RTN
+// scale bf16(absmax/7.5) (an IEEE division, then roundBF16x16's rounding) into scales and its
+// BF16 code into scale. ok has bit l set when group l's maximum is finite and its scale not
+// zero; full reports a subnormal scale among those (rtnPair's full).
+TEXT ·rtnScalesAsm(SB), NOSPLIT, $0-35
+	MOVQ x+0(FP), SI
+	MOVQ size+8(FP), CX
+	MOVQ scale+16(FP), DI
+	MOVQ scales+24(FP), DX
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z31
+	LEAQ (CX*4), R8         // group stride in bytes
+	LEAQ (R8)(R8*2), R10    // 3 strides
+	LEAQ (R8)(R8*4), R11    // 5
+	LEAQ (R10)(R8*4), R12   // 7
+	LEAQ (SI)(R8*8), R9     // group 8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	XORQ   BX, BX
+
+absmax:
+	VPANDD  (SI)(BX*4), Z31, Z16
+	VPMAXUD Z16, Z0, Z0
+	LEAQ    (SI)(BX*4), AX
+	VPANDD  (AX)(R8*1), Z31, Z16
+	VPMAXUD Z16, Z1, Z1
+	VPANDD  (AX)(R8*2), Z31, Z16
+	VPMAXUD Z16, Z2, Z2
+	VPANDD  (AX)(R10*1), Z31, Z16
+	VPMAXUD Z16, Z3, Z3
+	VPANDD  (AX)(R8*4), Z31, Z16
+	VPMAXUD Z16, Z4, Z4
+	VPANDD  (AX)(R11*1), Z31, Z16
+	VPMAXUD Z16, Z5, Z5
+	VPANDD  (AX)(R10*2), Z31, Z16
+	VPMAXUD Z16, Z6, Z6
+	VPANDD  (AX)(R12*1), Z31, Z16
+	VPMAXUD Z16, Z7, Z7
+	LEAQ    (R9)(BX*4), AX
+	VPANDD  (AX), Z31, Z16
+	VPMAXUD Z16, Z8, Z8
+	VPANDD  (AX)(R8*1), Z31, Z16
+	VPMAXUD Z16, Z9, Z9
+	VPANDD  (AX)(R8*2), Z31, Z16
+	VPMAXUD Z16, Z10, Z10
+	VPANDD  (AX)(R10*1), Z31, Z16
+	VPMAXUD Z16, Z11, Z11
+	VPANDD  (AX)(R8*4), Z31, Z16
+	VPMAXUD Z16, Z12, Z12
+	VPANDD  (AX)(R11*1), Z31, Z16
+	VPMAXUD Z16, Z13, Z13
+	VPANDD  (AX)(R10*2), Z31, Z16
+	VPMAXUD Z16, Z14, Z14
+	VPANDD  (AX)(R12*1), Z31, Z16
+	VPMAXUD Z16, Z15, Z15
+	ADDQ    $16, BX
+	CMPQ    BX, CX
+	JLT     absmax
+
+	VMOVDQU32 rtnEvenIdx<>(SB), Z29
+	MOVL      $1, AX
+	VPBROADCASTD AX, Z30
+	VPADDD    Z30, Z29, Z30     // the odd indices
+	MAXPAIR(Z0, Z1)
+	MAXPAIR(Z2, Z3)
+	MAXPAIR(Z4, Z5)
+	MAXPAIR(Z6, Z7)
+	MAXPAIR(Z8, Z9)
+	MAXPAIR(Z10, Z11)
+	MAXPAIR(Z12, Z13)
+	MAXPAIR(Z14, Z15)
+	MAXPAIR(Z0, Z2)
+	MAXPAIR(Z4, Z6)
+	MAXPAIR(Z8, Z10)
+	MAXPAIR(Z12, Z14)
+	MAXPAIR(Z0, Z4)
+	MAXPAIR(Z8, Z12)
+	MAXPAIR(Z0, Z8)
+
+	// Z0: the sixteen maxima. Finite: below 0x7f800000 (the sign bit is clear).
+	MOVL         $0x7f800000, AX
+	VPBROADCASTD AX, Z1
+	VPCMPD       $1, Z1, Z0, K1
+	MOVL         $0x40f00000, AX // 7.5
+	VPBROADCASTD AX, Z1
+	VDIVPS       Z1, Z0, Z1
+	// bf16 rounding: b + 0x7fff + (b>>16)&1, the low 16 bits cleared.
+	VPSRLD       $16, Z1, Z2
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z3
+	VPANDD       Z3, Z2, Z2
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z3
+	VPADDD       Z3, Z1, Z1
+	VPADDD       Z2, Z1, Z1
+	MOVL         $0xffff0000, AX
+	VPBROADCASTD AX, Z3
+	VPANDD       Z3, Z1, Z1
+	VMOVUPS      Z1, (DX)
+	VPXORD       Z2, Z2, Z2
+	VCMPPS       $4, Z2, Z1, K2   // scale != 0
+	KANDW        K2, K1, K1
+	MOVL         $0x00800000, AX  // 2^-126
+	VPBROADCASTD AX, Z2
+	VCMPPS       $1, Z2, Z1, K3   // scale < 2^-126
+	KANDW        K1, K3, K3
+	VPSRLD       $16, Z1, Z1
+	VPMOVDW      Z1, Y1
+	VMOVDQU      Y1, (DI)
+	KMOVW        K1, AX
+	MOVW         AX, ok+32(FP)
+	KORTESTW     K3, K3
+	SETNE        full+34(FP)
+	VZEROUPPER
+	RET

@@ -17,6 +17,14 @@ import "simd/archsimd"
 // step, g/8 in all) in a byte.
 const maxRTNAsmGroup = 2040
 
+// rtnScalesAsm is rtnBatch16's first pass over sixteen groups of size elements from x (size a
+// positive multiple of 16): each group's RTN scale bf16(absmax/7.5) into scales and its BF16
+// code into scale; ok has bit l set when group l's maximum is finite and its scale not zero,
+// and full reports a subnormal scale among those.
+//
+//go:noescape
+func rtnScalesAsm(x *float32, size int, scale *[batchGroups]uint16, scales *[batchGroups]float32) (ok uint16, full bool)
+
 // rtnPairsOut is what rtnPairsAsm leaves per pair i of groups (2i, 2i+1): the eight-lane error
 // and Σx² sums (lanes 0-7 group 2i, 8-15 group 2i+1) and the two groups' clip counts. The
 // assembly writes e at offset 0, ss at 512 and clip at 1024.

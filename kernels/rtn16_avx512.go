@@ -104,28 +104,14 @@ func initRTNVectors() {
 // the mask of the groups it did: those whose maximum is finite and whose scale is not zero.
 func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	var clips [batchGroups / 2][2]int // zeroed here, before the vector code
-	// Locals, not arrays: Go zeroes an array of vectors each time it is declared.
-	gm := func(l int) archsimd.Uint32x16 { return groupAbsMax(x[l*g : (l+1)*g]) }
-	ev, od := rtnEven, rtnOdd
-	mx := func(a, b archsimd.Uint32x16) archsimd.Uint32x16 {
-		return a.ConcatPermute(b, ev).Max(a.ConcatPermute(b, od))
-	}
-	b0, b1, b2, b3 := mx(gm(0), gm(1)), mx(gm(2), gm(3)), mx(gm(4), gm(5)), mx(gm(6), gm(7))
-	b4, b5, b6, b7 := mx(gm(8), gm(9)), mx(gm(10), gm(11)), mx(gm(12), gm(13)), mx(gm(14), gm(15))
-	amax := mx(mx(mx(b0, b1), mx(b2, b3)), mx(mx(b4, b5), mx(b6, b7)))
-	finite := amax.AsInt32x16().Less(archsimd.BroadcastInt32x16(0x7f800000))
-	sR := roundBF16x16(amax.AsFloat32x16().Div(bc16(7.5)))
-	ok := finite.And(sR.NotEqual(archsimd.Float32x16{})).ToBits()
-	full := sR.Less(bc16(0x1p-126)).ToBits()&ok != 0 // some scale is subnormal (see rtnPair)
-	sra16(sR.AsUint32x16(), 16).TruncateToUint16().Store(&res.scale)
+	_, _ = x[16*g-1], dst[8*g-1]
+	ok, full := rtnScalesAsm(&x[0], g, &res.scale, &res.scales)
 	if !full && g%32 == 0 && g <= maxRTNAsmGroup {
-		sR.Store(&res.scales)
-		_, _ = x[16*g-1], dst[8*g-1]
 		rtnPairsAsm(&x[0], &dst[0], g, &res.scales, &res.pairs)
 		rtnPairsSums(res)
 		return ok
 	}
-
+	sR := archsimd.LoadFloat32x16(&res.scales)
 	pair := func(i int) (e, ss archsimd.Float32x16) {
 		return rtnPair(x[2*i*g:(2*i+2)*g], dst[i*g:(i+1)*g], g, sR.Permute(rtnPairScale[i]), full, &clips[i])
 	}
@@ -148,21 +134,6 @@ func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 		res.clip[2*i], res.clip[2*i+1] = int32(c[0]), int32(c[1])
 	}
 	return ok
-}
-
-// groupAbsMax returns the largest |x| bit patterns of a group, lane by lane.
-func groupAbsMax(x []float32) archsimd.Uint32x16 {
-	abs := archsimd.BroadcastUint32x16(0x7fffffff)
-	if len(x) == 32 {
-		v := (*[32]float32)(x)
-		a := archsimd.LoadFloat32x16((*[16]float32)(v[:16])).AsUint32x16().And(abs)
-		return a.Max(archsimd.LoadFloat32x16((*[16]float32)(v[16:])).AsUint32x16().And(abs))
-	}
-	acc := archsimd.BroadcastUint32x16(0)
-	for v := 0; v+16 <= len(x); v += 16 {
-		acc = acc.Max(archsimd.LoadFloat32x16((*[16]float32)(x[v:])).AsUint32x16().And(abs))
-	}
-	return acc
 }
 
 // evenOddSum returns the sums of adjacent lanes of a then b: (a0+a1, a2+a3, ..., b14+b15).

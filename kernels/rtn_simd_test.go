@@ -104,3 +104,36 @@ func FuzzSIMDRTNBatch(f *testing.F) {
 		compareSlabSets(t, x, 1, n, mustParams(t, g, SearchRTN, false))
 	})
 }
+
+// TestSIMDRTNBatchScaleTies gives every group a maximum whose quotient by 7.5 sits on a BF16
+// rounding tie of either parity or one float32 step either side of one, so that the batch's
+// own scale rounding (round to nearest even on the bit pattern) is checked against the scalar
+// one where the two ways of rounding part.
+func TestSIMDRTNBatchScaleTies(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	var maxima []float32
+	for len(maxima) < 64 {
+		hi := uint32(0x0080 + r.IntN(0x7e00))
+		want := hi<<16 | [...]uint32{0x7fff, 0x8000, 0x8001}[r.IntN(3)]
+		a := float32(float64(math.Float32frombits(want)) * 7.5)
+		for d := -4; d <= 4; d++ {
+			c := math.Float32frombits(math.Float32bits(a) + uint32(d))
+			if math.Float32bits(c/7.5) == want && !math.IsInf(float64(c), 0) {
+				maxima = append(maxima, c)
+				break
+			}
+		}
+	}
+	for _, g := range []int{16, 32, 64} {
+		x := make([]float32, 0, len(maxima)*g)
+		for _, a := range maxima {
+			grp := make([]float32, g)
+			for i := range grp {
+				grp[i] = a * float32(r.Float64()*2-1)
+			}
+			grp[r.IntN(g)] = a * float32(1-2*r.IntN(2))
+			x = append(x, grp...)
+		}
+		compareSlabSets(t, x, 1, len(x), mustParams(t, g, SearchRTN, false))
+	}
+}
