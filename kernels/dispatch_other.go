@@ -23,3 +23,7 @@ func callQuantBatches(Int4Out, []float32, int, *Int4Params) (int, error) { retur
 func callErrLanesFP8(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
 	errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
 }
+
+func callBlockRowAbsMax(amax []uint32, src []float32, cols, r0, r1 int) {
+	blockRowAbsMax(amax, src, cols, r0, r1)
+}

@@ -92,3 +92,12 @@ func callErrLanesFP8(a *errAcc, ref []float32, codes []byte, scale []float32, ro
 	}
 	errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)
 }
+
+// callBlockRowAbsMax is blockRowAbsMax, on AVX-512 row by row over all the blocks at once.
+func callBlockRowAbsMax(amax []uint32, src []float32, cols, r0, r1 int) {
+	if lp == &avx512Loops {
+		blockRowAbsMaxAVX512(amax, src, cols, r0, r1)
+		return
+	}
+	blockRowAbsMax(amax, src, cols, r0, r1)
+}

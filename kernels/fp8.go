@@ -31,9 +31,7 @@ func (CPU) QuantizeFP8Block(codes []byte, scaleInv []float32, src []float32, row
 	}
 	for bi := range br {
 		r0, r1 := bi*FP8Block, min(rows, (bi+1)*FP8Block)
-		for bj := range amax {
-			amax[bj] = lp.blockAbsMax(src, cols, r0, r1, bj*FP8Block, min(cols, (bj+1)*FP8Block))
-		}
+		callBlockRowAbsMax(amax, src, cols, r0, r1)
 		sc := scaleInv[bi*bc : (bi+1)*bc]
 		for bj, ab := range amax {
 			if ab >= 0x7f800000 {
@@ -61,6 +59,14 @@ func firstNonFiniteBlock(src []float32, cols, r0, r1, bj int) error {
 		}
 	}
 	return nil
+}
+
+// blockRowAbsMax sets amax[bj] to blockAbsMax of block bj of the block row of src (cols
+// wide) in rows r0 to r1, for every block of the row, with the loop set's blockAbsMax.
+func blockRowAbsMax(amax []uint32, src []float32, cols, r0, r1 int) {
+	for bj := range amax {
+		amax[bj] = lp.blockAbsMax(src, cols, r0, r1, bj*FP8Block, min(cols, (bj+1)*FP8Block))
+	}
 }
 
 // blockAbsMax returns the largest |x| bit pattern of the block of src (cols wide) in rows r0 to

@@ -44,6 +44,36 @@ func blockAbsMaxAVX512(src []float32, cols, r0, r1, c0, c1 int) uint32 {
 	return m
 }
 
+// blockRowAbsMaxAVX512 sets amax[bj] to the largest |x| bit pattern of block bj of the block
+// row of src (cols wide) in rows r0 to r1, for every block of the row. The whole blocks go
+// through blockRowAbsMaxAsm, which reads the rows in memory order (a block at a time, 128
+// rows 8 KiB apart for 2048 columns, left the hardware prefetchers a new page every 512
+// bytes); the last, narrower block through blockAbsMaxAVX512.
+func blockRowAbsMaxAVX512(amax []uint32, src []float32, cols, r0, r1 int) {
+	var acc [64][16]uint32 // zeroed here, while the upper halves are clean
+	nb := cols / FP8Block
+	if r1 > r0 {
+		for b0 := 0; b0 < nb; b0 += len(acc) {
+			n := min(len(acc), nb-b0)
+			if b0 > 0 {
+				acc = [len(acc)][16]uint32{}
+			}
+			_, _ = amax[b0+n-1], src[(r1-1)*cols+(b0+n)*FP8Block-1]
+			blockRowAbsMaxAsm(&acc[0], &src[r0*cols+b0*FP8Block], 4*cols, r1-r0, n)
+			for b, lanes := range acc[:n] {
+				var m uint32
+				for _, v := range lanes {
+					m = max(m, v)
+				}
+				amax[b0+b] = m
+			}
+		}
+	}
+	if nb < len(amax) {
+		amax[nb] = blockAbsMaxAVX512(src, cols, r0, r1, nb*FP8Block, cols)
+	}
+}
+
 // encodeE4M3RowAVX512 is encodeE4M3AVX512 over a row of blocks: the elements of block bj
 // (FP8Block columns, the last one shorter) with scale sc[bj], the constants set once.
 func encodeE4M3RowAVX512(codes []byte, row []float32, sc []float32) {
