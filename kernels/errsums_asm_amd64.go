@@ -23,13 +23,6 @@ func pairsChunkAsm(s *sums512, ref, got *float32, n int)
 //go:noescape
 func int4ChunkAsm(s *sums512, ref *float32, words *uint32, n int, scales *float32, left, gw int)
 
-// blockRowAbsMaxAsm sets acc[b] (sixteen lanes each, nb of them from acc on) to the lane-wise
-// maximum of itself and the |x| bit patterns of the 128 elements of block b in each of rows
-// rows of src, stride bytes apart (nb > 0, rows > 0).
-//
-//go:noescape
-func blockRowAbsMaxAsm(acc *[16]uint32, src *float32, stride, rows, nb int)
-
 // The assembly addresses sums512's fields at these offsets (errsums_amd64.h); the arrays'
 // lengths are zero unless they hold.
 var (

@@ -79,3 +79,88 @@ block:
 
 	VZEROUPPER
 	RET
+
+// func encodeE4M3RowAsm(codes *byte, row *float32, sc *float32, n int)
+//
+// encodeE4M3RowAVX512's vector part: the first n elements of row (n a positive multiple of 16)
+// to e4m3 codes, element j with scale sc[j/128], sixteen a step as encodeE4M3AVX512 does: the
+// IEEE division; on the bit pattern a of |x/s| the normal case (a + 0x7ffff + (a>>20)&1, the
+// exponent rebased by 120 in the same addition, shifted down by 20); the subnormal case
+// (a < 2^-6: the low byte of |x/s|·512 + 1.5·2^23) and the saturated or NaN case
+// (a ≥ 448: 0x7e, or 0x7f for NaN) only for the steps that have one; then the sign bit.
+// The Go wrapper checks the bounds.
+TEXT ·encodeE4M3RowAsm(SB), NOSPLIT, $0-32
+	MOVQ codes+0(FP), DI
+	MOVQ row+8(FP), SI
+	MOVQ sc+16(FP), R8
+	MOVQ n+24(FP), CX
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0xc407ffff, AX     // 0x7ffff - 120<<23, mod 2^32
+	VPBROADCASTD AX, Z29
+	MOVL $0x3c800000, AX     // 2^-6
+	VPBROADCASTD AX, Z28
+	MOVL $0x43e00000, AX     // 448
+	VPBROADCASTD AX, Z27
+	MOVL $0x80, AX
+	VPBROADCASTD AX, Z26
+
+blk:
+	VBROADCASTSS (R8), Z25
+	MOVQ $128, DX
+	CMPQ CX, DX
+	CMOVQLT CX, DX
+
+step:
+	VMOVUPS    (SI), Z0
+	VDIVPS     Z25, Z0, Z0       // b = x/s
+	VPANDD     Z31, Z0, Z1       // a = |b|
+	VPSRAD     $20, Z1, Z2
+	VPANDD     Z30, Z2, Z2
+	VPADDD     Z29, Z1, Z3
+	VPADDD     Z2, Z3, Z3
+	VPSRAD     $20, Z3, Z3       // the normal code
+	VPCMPD     $1, Z28, Z1, K1   // a < 2^-6
+	VPCMPD     $5, Z27, Z1, K2   // a ≥ 448
+	KORTESTW   K1, K2
+	JNZ        rare
+
+sign:
+	VPSRAD     $24, Z0, Z4
+	VPTERNLOGD $0xf8, Z26, Z4, Z3 // code | (b>>24)&0x80
+	VPMOVDB    Z3, X3
+	VMOVDQU    X3, (DI)
+	ADDQ       $64, SI
+	ADDQ       $16, DI
+	SUBQ       $16, CX
+	SUBQ       $16, DX
+	JNZ        step
+
+	ADDQ $4, R8
+	TESTQ CX, CX
+	JNZ  blk
+	VZEROUPPER
+	RET
+
+rare:
+	// Subnormal lanes: the low byte of a·512 + 1.5·2^23.
+	MOVL         $0x44000000, AX   // 512
+	VPBROADCASTD AX, Z5
+	VMULPS       Z5, Z1, Z5
+	MOVL         $0x4b400000, AX   // 1.5·2^23
+	VPBROADCASTD AX, Z6
+	VADDPS       Z6, Z5, Z5
+	VMOVDQA32    Z5, K1, Z3
+	// Saturated lanes: 0x7e, NaN 0x7f.
+	MOVL         $0x7f800000, AX
+	VPBROADCASTD AX, Z6
+	VPCMPD       $2, Z6, Z1, K3    // a ≤ +Inf: not NaN
+	MOVL         $0x7f, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $0x7e, AX
+	VPBROADCASTD AX, Z6
+	VMOVDQA32    Z6, K3, Z5
+	VMOVDQA32    Z5, K2, Z3
+	JMP          sign

@@ -75,34 +75,18 @@ func blockRowAbsMaxAVX512(amax []uint32, src []float32, cols, r0, r1 int) {
 }
 
 // encodeE4M3RowAVX512 is encodeE4M3AVX512 over a row of blocks: the elements of block bj
-// (FP8Block columns, the last one shorter) with scale sc[bj], the constants set once.
+// (FP8Block columns, the last one shorter) with scale sc[bj]; the scalar tail of the last
+// block first, while the upper halves are clean, then the rest in encodeE4M3RowAsm.
 func encodeE4M3RowAVX512(codes []byte, row []float32, sc []float32) {
 	if len(sc) == 0 {
 		return
 	}
 	codes = codes[:len(row)]
-	// The scalar tail (of the last block) first, while the upper halves are clean.
 	last := (len(sc) - 1) * FP8Block
 	t := last + (len(row)-last)&^15
 	encodeE4M3Scalar(codes[t:], row[t:], sc[len(sc)-1])
-	c80, c7fff, one, round := bcu16(0x80), bcu16(0x7fffffff), bcu16(1), bcu16(1<<32+0x7ffff-120<<23)
-	f512, frne := bc16(512), bc16(rne)
-	minNormal, satur := archsimd.BroadcastInt32x16(0x3c800000), archsimd.BroadcastInt32x16(0x43e00000)
-	for bj, s := range sc {
-		vs := bc16(s)
-		for j, end := bj*FP8Block, min(t, (bj+1)*FP8Block); j < end; j += 16 {
-			b := archsimd.LoadFloat32x16((*[16]float32)(row[j:])).Div(vs).AsUint32x16()
-			a := b.And(c7fff)
-			code := sra16(a.Add(round).Add(sra16(a, 20).And(one)), 20)
-			ai := a.AsInt32x16()
-			if sub := ai.Less(minNormal); sub.ToBits() != 0 {
-				code = a.AsFloat32x16().Mul(f512).Add(frne).AsUint32x16().Merge(code, sub)
-			}
-			if big := ai.GreaterEqual(satur); big.ToBits() != 0 {
-				code = e4m3Big(ai).Merge(code, big)
-			}
-			code.Or(sra16(b, 24).And(c80)).TruncateToUint8().Store((*[16]uint8)(codes[j:]))
-		}
+	if t > 0 {
+		_ = sc[(t-1)/FP8Block]
+		encodeE4M3RowAsm(&codes[0], &row[0], &sc[0], t)
 	}
-	archsimd.ClearAVXUpperBits()
 }
