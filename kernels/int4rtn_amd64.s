@@ -105,16 +105,25 @@ same:
 	VMULPS     V, V, V;          \
 	VADDPS     V, Z18, Z18
 
-// func rtnPairsAsm(x *float32, dst *byte, size int, scales *[16]float32, out *rtnPairsOut)
+// EOSUM sets A to the sums of adjacent lanes of A then B (even + odd: lanes 0-7 from A, 8-15
+// from B), evenOddSum; Z29 and Z30 hold the even and odd indices, Z28 is clobbered.
+#define EOSUM(A, B) \
+	VMOVDQA64  A, Z28;      \
+	VPERMT2PS  B, Z29, Z28; \
+	VPERMT2PS  B, Z30, A;   \
+	VADDPS     A, Z28, A
+
+// func rtnPairsAsm(x *float32, dst *byte, size int, scales *[16]float32, out *rtnPairsOut, stats *GroupStats, codes *[16]uint16, scaleOut *byte)
 //
 // The second pass of rtnBatch16 over its sixteen groups of g elements (g a positive multiple
 // of 32, at most 2040, every scale a normal float32 or zero), in pairs (2i, 2i+1) as rtnPair
 // takes them: the packed bytes to dst, and per pair out.e[i] and out.ss[i] (the eight-lane
 // error and Σx² sums, lanes 0-7 group 2i, 8-15 group 2i+1) and out.clip[i] (the two groups'
-// clip counts). Each 32 elements of a pair are four RTNSTEPs (elements 0-7, 8-15, 16-23 and
+// clip counts); then the sixteen groups' GroupStats to stats (the sums reduced as
+// rtnBatch16 reduces rtnPair's) and their BF16 codes from codes to scaleOut (32 bytes). Each 32 elements of a pair are four RTNSTEPs (elements 0-7, 8-15, 16-23 and
 // 24-31 of both groups, by 128-bit shuffles of the loads) whose results are packed as
 // packNibbles32 does. The Go wrapper checks the bounds.
-TEXT ·rtnPairsAsm(SB), NOSPLIT, $0-40
+TEXT ·rtnPairsAsm(SB), NOSPLIT, $0-64
 	MOVQ x+0(FP), SI
 	MOVQ dst+8(FP), DI
 	MOVQ size+16(FP), CX
@@ -196,6 +205,79 @@ quad:
 	CMPQ       BX, $8
 	JLT        pair
 
+	// The pair sums to one lane per group, as rtnBatch16 reduces rtnPair's: the tree
+	// ((p0 p1)(p2 p3))((p4 p5)(p6 p7)) of sums of adjacent lanes, even + odd.
+	VMOVDQU32    rtnEvenIdx<>(SB), Z29
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z30
+	VPADDD       Z30, Z29, Z30
+	VMOVUPS      0(R10), Z0
+	VMOVUPS      64(R10), Z1
+	VMOVUPS      128(R10), Z2
+	VMOVUPS      192(R10), Z3
+	VMOVUPS      256(R10), Z4
+	VMOVUPS      320(R10), Z5
+	VMOVUPS      384(R10), Z6
+	VMOVUPS      448(R10), Z7
+	VMOVUPS      512(R10), Z8
+	VMOVUPS      576(R10), Z9
+	VMOVUPS      640(R10), Z10
+	VMOVUPS      704(R10), Z11
+	VMOVUPS      768(R10), Z12
+	VMOVUPS      832(R10), Z13
+	VMOVUPS      896(R10), Z14
+	VMOVUPS      960(R10), Z15
+	EOSUM(Z0, Z1)
+	EOSUM(Z2, Z3)
+	EOSUM(Z0, Z2)
+	EOSUM(Z4, Z5)
+	EOSUM(Z6, Z7)
+	EOSUM(Z4, Z6)
+	EOSUM(Z0, Z4)
+	EOSUM(Z8, Z9)
+	EOSUM(Z10, Z11)
+	EOSUM(Z8, Z10)
+	EOSUM(Z12, Z13)
+	EOSUM(Z14, Z15)
+	EOSUM(Z12, Z14)
+	EOSUM(Z8, Z12)
+	// Z0: the errors, Z8: Σx², Z1: the clip counts (groups in order in out.clip).
+	VMOVDQU64    1024(R10), Z1
+	VPMOVQD      Z1, Y1
+	VMOVDQU64    1088(R10), Z2
+	VPMOVQD      Z2, Y2
+	VINSERTI64X4 $1, Y2, Z1, Z1
+	// GroupStats{SumSq, Err, RTNErr: Err, Clipped} of group 4k+j in 128-bit lane k of Rj.
+	VPUNPCKLDQ   Z0, Z8, Z2        // ss0 e0 ss1 e1
+	VPUNPCKHDQ   Z0, Z8, Z3        // ss2 e2 ss3 e3
+	VPUNPCKLDQ   Z1, Z0, Z4        // e0 c0 e1 c1
+	VPUNPCKHDQ   Z1, Z0, Z5        // e2 c2 e3 c3
+	VPUNPCKLQDQ  Z4, Z2, Z6        // group 4k
+	VPUNPCKHQDQ  Z4, Z2, Z7        // 4k+1
+	VPUNPCKLQDQ  Z5, Z3, Z8        // 4k+2
+	VPUNPCKHQDQ  Z5, Z3, Z9        // 4k+3
+	MOVQ         stats+40(FP), DI
+	VMOVDQU      X6, 0(DI)
+	VMOVDQU      X7, 16(DI)
+	VMOVDQU      X8, 32(DI)
+	VMOVDQU      X9, 48(DI)
+	VEXTRACTI32X4 $1, Z6, 64(DI)
+	VEXTRACTI32X4 $1, Z7, 80(DI)
+	VEXTRACTI32X4 $1, Z8, 96(DI)
+	VEXTRACTI32X4 $1, Z9, 112(DI)
+	VEXTRACTI32X4 $2, Z6, 128(DI)
+	VEXTRACTI32X4 $2, Z7, 144(DI)
+	VEXTRACTI32X4 $2, Z8, 160(DI)
+	VEXTRACTI32X4 $2, Z9, 176(DI)
+	VEXTRACTI32X4 $3, Z6, 192(DI)
+	VEXTRACTI32X4 $3, Z7, 208(DI)
+	VEXTRACTI32X4 $3, Z8, 224(DI)
+	VEXTRACTI32X4 $3, Z9, 240(DI)
+	// The BF16 codes.
+	MOVQ         codes+48(FP), SI
+	MOVQ         scaleOut+56(FP), DI
+	VMOVDQU      (SI), Y0
+	VMOVDQU      Y0, (DI)
 	VZEROUPPER
 	RET
 

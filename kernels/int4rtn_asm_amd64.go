@@ -2,8 +2,6 @@
 
 package kernels
 
-import "simd/archsimd"
-
 // The RTN batch's second pass in assembly (int4rtn_amd64.s): the compiler's code for rtnQuad
 // reloaded its constants from memory in every step, moved the clip masks through general
 // registers and a table look-up per step, and spilled around the calls of rtnPair; the
@@ -33,26 +31,11 @@ type rtnPairsOut struct {
 	clip  [batchGroups / 2][2]uint64
 }
 
-// rtnPairsAsm quantizes sixteen groups of size elements from x (size a positive multiple of 32, at
-// most maxRTNAsmGroup) with the scales (normal float32 values or zero: rtnPair's full false)
-// into dst (8g bytes) and out, as rtnPair does pair by pair.
+// rtnPairsAsm quantizes sixteen groups of size elements from x (size a positive multiple of 32,
+// at most maxRTNAsmGroup) with the scales (normal float32 values or zero: rtnPair's full
+// false) into dst (8·size bytes) and out, as rtnPair does pair by pair, then writes the
+// groups' statistics to stats (sixteen of them: SumSq, Err and RTNErr the sums reduced as
+// rtnBatch16 reduces rtnPair's, Clipped) and copies the BF16 codes to scaleOut (32 bytes).
 //
 //go:noescape
-func rtnPairsAsm(x *float32, dst *byte, size int, scales *[batchGroups]float32, out *rtnPairsOut)
-
-// rtnPairsSums reduces the pair sums of res.pairs to one lane per group, as rtnBatch16 does
-// rtnPair's, into res.err and res.ss, and copies the clip counts.
-func rtnPairsSums(res *rtnBatch) {
-	p := &res.pairs
-	sum := func(v *[batchGroups / 2][16]float32) archsimd.Float32x16 {
-		ld := func(i int) archsimd.Float32x16 { return archsimd.LoadFloat32x16(&v[i]) }
-		lo := evenOddSum(evenOddSum(ld(0), ld(1)), evenOddSum(ld(2), ld(3)))
-		return evenOddSum(lo, evenOddSum(evenOddSum(ld(4), ld(5)), evenOddSum(ld(6), ld(7))))
-	}
-	sum(&p.e).Store(&res.err)
-	sum(&p.ss).Store(&res.ss)
-	archsimd.ClearAVXUpperBits()
-	for i, c := range p.clip {
-		res.clip[2*i], res.clip[2*i+1] = int32(c[0]), int32(c[1])
-	}
-}
+func rtnPairsAsm(x *float32, dst *byte, size int, scales *[batchGroups]float32, out *rtnPairsOut, stats *GroupStats, codes *[batchGroups]uint16, scaleOut *byte)

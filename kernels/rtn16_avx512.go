@@ -29,12 +29,32 @@ func quantRTNBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (i
 	var res rtnBatch
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
-		ok := rtnBatch16(&res, src[k0*g:(k0+batchGroups)*g], out.Packed[k0*g/2:(k0+batchGroups)*g/2], g)
+		ok, stored := rtnBatch16(&res, src[k0*g:(k0+batchGroups)*g], out.Packed[k0*g/2:(k0+batchGroups)*g/2], g,
+			out.Stats[k0:k0+batchGroups], out.Scales[2*k0:2*(k0+batchGroups)])
+		if stored {
+			if k, err := quantGroupsLeft(out, src, k0, ^ok, p); err != nil {
+				return k, err
+			}
+			continue
+		}
 		if k, err := storeRTNBatch(out, src, k0, batchGroups, ok, p, &res); err != nil {
 			return k, err
 		}
 	}
 	return k0, nil
+}
+
+// quantGroupsLeft quantizes with quantGroup the groups k0+l of the lanes l of left, whose
+// scales and statistics a batch wrote but could not quantize (non-finite, zero scale),
+// overwriting those. On a non-finite value it returns the group's index and the error.
+func quantGroupsLeft(out Int4Out, src []float32, k0 int, left uint16, p *Int4Params) (int, error) {
+	for ; left != 0; left &= left - 1 {
+		k := k0 + bits.TrailingZeros16(left)
+		if err := quantGroupAt(out, src, k, p); err != nil {
+			return k, err
+		}
+	}
+	return 0, nil
 }
 
 // storeRTNBatch writes the scales and statistics of the nb groups from k0 on that an RTN batch
@@ -102,14 +122,17 @@ func initRTNVectors() {
 
 // rtnBatch16 quantizes the sixteen groups of x (g elements each) into dst and res and returns
 // the mask of the groups it did: those whose maximum is finite and whose scale is not zero.
-func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
+// When the assembly pass applies (stored) it writes every group's scale and statistics to
+// scaleOut and stats (sixteen each) instead of res; those of the groups outside ok are then
+// the caller's to overwrite.
+func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int, stats []GroupStats, scaleOut []byte) (ok uint16, stored bool) {
 	var clips [batchGroups / 2][2]int // zeroed here, before the vector code
 	_, _ = x[16*g-1], dst[8*g-1]
 	ok, full := rtnScalesAsm(&x[0], g, &res.scale, &res.scales)
 	if !full && g%32 == 0 && g <= maxRTNAsmGroup {
-		rtnPairsAsm(&x[0], &dst[0], g, &res.scales, &res.pairs)
-		rtnPairsSums(res)
-		return ok
+		_, _ = stats[batchGroups-1], scaleOut[2*batchGroups-1]
+		rtnPairsAsm(&x[0], &dst[0], g, &res.scales, &res.pairs, &stats[0], &res.scale, &scaleOut[0])
+		return ok, true
 	}
 	sR := archsimd.LoadFloat32x16(&res.scales)
 	pair := func(i int) (e, ss archsimd.Float32x16) {
@@ -133,7 +156,7 @@ func rtnBatch16(res *rtnBatch, x []float32, dst []byte, g int) uint16 {
 	for i, c := range clips {
 		res.clip[2*i], res.clip[2*i+1] = int32(c[0]), int32(c[1])
 	}
-	return ok
+	return ok, false
 }
 
 // evenOddSum returns the sums of adjacent lanes of a then b: (a0+a1, a2+a3, ..., b14+b15).
