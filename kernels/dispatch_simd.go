@@ -87,7 +87,7 @@ func callQuantBatches(out Int4Out, src []float32, ng int, p *Int4Params) (int, e
 
 func callErrLanesFP8(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
 	if lp == &avx512Loops {
-		errLanesFP8AVX512(a, ref, codes, scale, rows, cols, bh, bw)
+		errLanesFP8Asm(a, ref, codes, scale, rows, cols, bh, bw)
 		return
 	}
 	errLanesFP8(a, ref, codes, scale, rows, cols, bh, bw)

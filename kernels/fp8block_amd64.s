@@ -164,3 +164,66 @@ rare:
 	VMOVDQA32    Z6, K3, Z5
 	VMOVDQA32    Z5, K2, Z3
 	JMP          sign
+
+// func fp8ChunkAsm(s *sums512, ref *float32, codes *byte, n int, scales *float32, left, bw int)
+//
+// errLanesFP8AVX512's chunk: adds ref against the FP8 block dequantization of codes (n
+// elements, a positive multiple of 16, at most maxChunk, of one row) to s. scales points at
+// the scale of the first element's block, of which left elements remain (left > 0); the
+// next blocks have bw elements each (left and bw multiples of 16). Sixteen codes a step are
+// decoded as decodeE4M3AVX512 decodes them (the magnitude shifted into a float32 and scaled by
+// 2^120, the sign bit, NaN for magnitude 0x7f, then the product with the block's scale,
+// rounded once) and go to the sums as two SUMSTEPs of eight.
+TEXT ·fp8ChunkAsm(SB), NOSPLIT, $0-56
+	MOVQ s+0(FP), DI
+	MOVQ ref+8(FP), SI
+	MOVQ codes+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ scales+32(FP), R9
+	MOVQ left+40(FP), R10
+	MOVQ bw+48(FP), R11
+	SUMSLOAD
+	MOVL $0x7f, AX
+	VPBROADCASTD AX, Z20
+	MOVL $0x7b800000, AX     // 2^120
+	VPBROADCASTD AX, Z21
+	MOVL $0x7fc00000, AX     // NaN
+	VPBROADCASTD AX, Z22
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z23
+	VBROADCASTSS (R9), Z24
+
+codes:
+	TESTQ R10, R10
+	JNZ   sameblock
+	ADDQ  $4, R9
+	MOVQ  R11, R10
+	VBROADCASTSS (R9), Z24
+
+sameblock:
+	VPMOVZXBD     (DX), Z16
+	VPANDD        Z20, Z16, Z17
+	VPSLLD        $20, Z17, Z18
+	VMULPS        Z21, Z18, Z18
+	VPSLLD        $24, Z16, Z16
+	VPTERNLOGD    $0xf8, Z23, Z16, Z18 // | sign
+	VPCMPEQD      Z20, Z17, K1
+	VMOVDQA32     Z22, K1, Z18
+	VMULPS        Z24, Z18, Z18
+	VCVTPS2PD     Y18, Z8
+	VCVTPS2PD     (SI), Z7
+	SUMSTEP
+	VEXTRACTF64X4 $1, Z18, Y18
+	VCVTPS2PD     Y18, Z8
+	VCVTPS2PD     32(SI), Z7
+	ADDQ          $64, R8
+	SUMSTEP
+	ADDQ          $64, R8
+	ADDQ          $64, SI
+	ADDQ          $16, DX
+	SUBQ          $16, R10
+	SUBQ          $16, CX
+	JNZ           codes
+
+	SUMSSTORE
+	RET

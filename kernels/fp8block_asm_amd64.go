@@ -21,3 +21,11 @@ func blockRowAbsMaxAsm(acc *[16]uint32, src *float32, stride, rows, nb int)
 //
 //go:noescape
 func encodeE4M3RowAsm(codes *byte, row *float32, sc *float32, n int)
+
+// fp8ChunkAsm adds ref against the FP8 block dequantization of n codes of one row (n a
+// positive multiple of 16, at most maxChunk) to s: scales points at the scale of the first
+// element's block, of which left elements remain; the next blocks have bw elements each
+// (left and bw positive multiples of 16).
+//
+//go:noescape
+func fp8ChunkAsm(s *sums512, ref *float32, codes *byte, n int, scales *float32, left, bw int)

@@ -90,3 +90,45 @@ func encodeE4M3RowAVX512(codes []byte, row []float32, sc []float32) {
 		encodeE4M3RowAsm(&codes[0], &row[0], &sc[0], t)
 	}
 }
+
+// errLanesFP8Asm is errLanesFP8AVX512 with the decode inside the sums (fp8ChunkAsm): no
+// buffer between them, a row's chunk of up to maxChunk elements per call. It takes slabs whose
+// rows and blocks are a multiple of 16 columns wide; the others go to errLanesFP8AVX512.
+func errLanesFP8Asm(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
+	if a.n&7 != 0 || bw%16 != 0 || cols%16 != 0 || rows == 0 {
+		errLanesFP8AVX512(a, ref, codes, scale, rows, cols, bh, bw)
+		return
+	}
+	var head [16]float32
+	c0 := 0 // the first column of row 0 the chunks take
+	if a.n < 8 {
+		// The first eight elements through the scalar step, so that every lane has one
+		// (scalar code, while the upper halves are clean); the next eight through pairsChunk.
+		decodeE4M3Scalar(head[:], codes[:16], scale[0])
+		for i := range 8 {
+			a.add(ref[i], head[i])
+		}
+		c0 = 16
+	}
+	var s sums512
+	a.load512(&s)
+	if c0 > 0 {
+		s.pairsChunk(ref[8:16], head[8:])
+		a.endChunk(&s, 8)
+	}
+	sc := ceilDiv(cols, bw)
+	for r := range rows {
+		srow := scale[(r/bh)*sc : (r/bh+1)*sc]
+		x, c := ref[r*cols:(r+1)*cols], codes[r*cols:(r+1)*cols]
+		for ; c0 < cols; c0 += maxChunk {
+			n := min(maxChunk, cols-c0)
+			bj := c0 / bw
+			_, _, _ = x[c0+n-1], c[c0+n-1], srow[(c0+n-1)/bw]
+			fp8ChunkAsm(&s, &x[c0], &c[c0], n, &srow[bj], (bj+1)*bw-c0, bw)
+			a.endChunk(&s, n)
+		}
+		c0 = 0
+	}
+	a.save512(&s)
+	archsimd.ClearAVXUpperBits()
+}

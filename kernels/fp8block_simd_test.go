@@ -87,3 +87,57 @@ func TestSIMDEncodeE4M3RowSweep(t *testing.T) {
 		}
 	})
 }
+
+// TestSIMDErrAccumulatorFP8Pieces adds an FP8 block slab to an ErrAccumulator a few block rows
+// at a time with every loop set and compares the sums with the scalar loops' over the whole
+// slab: the first piece starts the lanes, the later ones continue them (the AVX-512 loop
+// decodes inside its sums for rows and blocks a multiple of 16 columns wide, with a scalar
+// head only on the first piece).
+func TestSIMDErrAccumulatorFP8Pieces(t *testing.T) {
+	r := rand.New(rand.NewPCG(53, 54))
+	for trial := range 40 {
+		cols := []int{16, 24, 48, 128, 272, 400}[r.IntN(6)]
+		bh := []int{1, 2, 128}[r.IntN(3)]
+		bw := []int{16, 32, 128, cols}[r.IntN(4)]
+		rows := bh * (1 + r.IntN(4))
+		if bh == 128 {
+			rows = 128 + r.IntN(130)
+		}
+		ref, _ := errCase(r, r.IntN(8), rows*cols)
+		codes := make([]byte, len(ref))
+		for i := range codes {
+			codes[i] = byte(r.Uint32())
+		}
+		sc := make([]float32, ceilDiv(rows, bh)*ceilDiv(cols, bw))
+		for i := range sc {
+			sc[i] = float32(r.ExpFloat64()) * 0x1p-8
+		}
+		var want ErrSums
+		withEverySet(t, func(t *testing.T) {
+			var e ErrAccumulator
+			nbw := ceilDiv(cols, bw)
+			for r0 := 0; r0 < rows; {
+				r1 := min(rows, r0+bh*(1+r.IntN(2)))
+				if err := e.AddFP8Block(ref[r0*cols:r1*cols], codes[r0*cols:r1*cols], sc[r0/bh*nbw:ceilDiv(r1, bh)*nbw], r1-r0, cols, bh, bw); err != nil {
+					t.Fatal(err)
+				}
+				r0 = r1
+			}
+			got := e.Result(3)
+			if lp == &scalarLoops {
+				whole, err := (CPU{}).ErrorSumsFP8Block(ref, codes, sc, rows, cols, bh, bw, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameSums(got, whole) {
+					t.Fatalf("trial %d: scalar pieces %+v, whole %+v", trial, got, whole)
+				}
+				want = got
+				return
+			}
+			if !sameSums(got, want) {
+				t.Fatalf("trial %d %d×%d blocks %d×%d: %+v, want %+v", trial, rows, cols, bh, bw, got, want)
+			}
+		})
+	}
+}
