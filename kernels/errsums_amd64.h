@@ -14,10 +14,13 @@
 // errsums_avx512.go instruction for instruction: e = got-ref; |e| stored; Σref² += ref·ref
 // fused (exact product, one rounding); Σe² += e·e (rounded, then added); Σ|e| += |e|;
 // Σref·got and Σgot² fused; the chunk maximum max(|e|, bm), which keeps bm when |e| is NaN.
-#define SUMSTEP \
+#define SUMSTEP SUMSTEPAT(0)
+
+// SUMSTEPAT is SUMSTEP with the |got-ref| slot off bytes after R8.
+#define SUMSTEPAT(off) \
 	VSUBPD      Z7, Z8, Z9; \
 	VPANDQ      Z6, Z9, Z10; \
-	VMOVUPD     Z10, (R8); \
+	VMOVUPD     Z10, off(R8); \
 	VFMADD231PD Z7, Z7, Z0; \
 	VMULPD      Z9, Z9, Z9; \
 	VADDPD      Z9, Z1, Z1; \

@@ -43,14 +43,24 @@ GLOBL int4rtnShifts<>(SB), RODATA|NOPTR, $64
 	VEXTRACTF64X4 $1, Z13, Y13; \
 	VCVTPS2PD     Y13, Z15
 
+// INT4WORD adds the eight elements of the word wo bytes after DX (ref ro bytes after SI, their
+// |got-ref| slot ao bytes after R8): the word broadcast, lane j shifted right by 4j, and its
+// values permuted from the group's table.
+#define INT4WORD(wo, ro, ao) \
+	VPBROADCASTD wo(DX), Z8;     \
+	VPSRLVQ      Z12, Z8, Z8;    \
+	VPERMI2PD    Z15, Z14, Z8;   \
+	VCVTPS2PD    ro(SI), Z7;     \
+	SUMSTEPAT(ao)
+
 // func int4ChunkAsm(s *sums512, ref *float32, words *uint32, n int, scales *float32, left, gw int)
 //
 // int4Chunk: adds ref against the dequantized values of n packed words (n > 0, at most
 // maxChunk/8) to s, one word (eight elements) a step. scales points at the scale of the first
 // word's group, which has left words (left > 0) from the first one on; the others have gw
 // each. Each word's eight values are one two-register permute of its group's sixteen values
-// by its nibbles (the word broadcast and each lane shifted by 4j). The Go wrapper checks the
-// bounds.
+// by its nibbles (the word broadcast and each lane shifted by 4j); the words of a group go two
+// a step. The Go wrapper checks the bounds.
 TEXT ·int4ChunkAsm(SB), NOSPLIT, $0-56
 	MOVQ s+0(FP), DI
 	MOVQ ref+8(FP), SI
@@ -64,26 +74,40 @@ TEXT ·int4ChunkAsm(SB), NOSPLIT, $0-56
 	VMOVDQU64 int4rtnShifts<>(SB), Z12
 	INT4LUT
 
-words:
-	TESTQ R10, R10
-	JNZ   same
+group:
+	// BX: the words of this group in this call.
+	MOVQ    R10, BX
+	CMPQ    CX, BX
+	CMOVQLT CX, BX
+	SUBQ    BX, CX
+
+twowords:
+	SUBQ $2, BX
+	JLT  oneword
+	INT4WORD(0, 0, 0)
+	INT4WORD(4, 32, 64)
+	ADDQ $64, SI
+	ADDQ $8, DX
+	ADDQ $128, R8
+	JMP  twowords
+
+oneword:
+	ADDQ  $2, BX
+	JZ    nextgroup
+	INT4WORD(0, 0, 0)
+	ADDQ  $32, SI
+	ADDQ  $4, DX
+	ADDQ  $64, R8
+
+nextgroup:
+	TESTQ CX, CX
+	JZ    done
 	ADDQ  $4, R9
 	MOVQ  R11, R10
 	INT4LUT
+	JMP   group
 
-same:
-	DECQ         R10
-	VPBROADCASTD (DX), Z8
-	VPSRLVQ      Z12, Z8, Z8
-	VPERMI2PD    Z15, Z14, Z8
-	VCVTPS2PD    (SI), Z7
-	SUMSTEP
-	ADDQ         $32, SI
-	ADDQ         $4, DX
-	ADDQ         $64, R8
-	DECQ         CX
-	JNZ          words
-
+done:
 	SUMSSTORE
 	RET
 
