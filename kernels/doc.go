@@ -41,6 +41,14 @@
 // (errsums_avx512.go; TestSIMDErrorSumsMax, TestErrorSumsFusedAnyInput). The AVX2 set is used
 // only where the CPU has FMA too (every AVX2 server CPU does).
 //
+// On AVX-512 the innermost loops of RTN (the batch's maxima and scales, its quantize-and-pack
+// pass with the group statistics), of the FP8 block quantizer (maxima row by row, the encoder)
+// and of the error sums (pairs, INT4 words, FP8 codes decoded in the loop) are Go assembly
+// (int4rtn_amd64.s, fp8block_amd64.s, the sums step in errsums_amd64.h): the same operations
+// in the same order on the same lanes as the Go vector loops they replace, checked by the same
+// tests, with the constants and sums in registers where the compiler reloaded and spilled
+// them. They end with VZEROUPPER and the listing test reads them too.
+//
 // The widest set the CPU has is used, a static choice: with the loops below, AVX-512 costs the
 // least CPU and AVX2 less than scalar for every kernel on both the Intel Xeon and the AMD EPYC
 // hosts measured (docs/QUALITY.md). On Intel cores a legacy-SSE instruction (the compiler's
