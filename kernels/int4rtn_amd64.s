@@ -4,7 +4,7 @@
 
 #include "errsums_amd64.h"
 
-// int4Levels: the sixteen levels nibble-8 as float32.
+// int4rtnLevels: the sixteen levels nibble-8 as float32.
 DATA int4rtnLevels<>+0(SB)/4, $-8.0
 DATA int4rtnLevels<>+4(SB)/4, $-7.0
 DATA int4rtnLevels<>+8(SB)/4, $-6.0
