@@ -193,14 +193,14 @@ TEXT ·fp8ChunkAsm(SB), NOSPLIT, $0-56
 	VPBROADCASTD AX, Z23
 	VBROADCASTSS (R9), Z24
 
-codes:
-	TESTQ R10, R10
-	JNZ   sameblock
-	ADDQ  $4, R9
-	MOVQ  R11, R10
-	VBROADCASTSS (R9), Z24
+fp8block:
+	// BX: the elements of this block in this call.
+	MOVQ    R10, BX
+	CMPQ    CX, BX
+	CMOVQLT CX, BX
+	SUBQ    BX, CX
 
-sameblock:
+fp8codes:
 	VPMOVZXBD     (DX), Z16
 	VPANDD        Z20, Z16, Z17
 	VPSLLD        $20, Z17, Z18
@@ -216,14 +216,20 @@ sameblock:
 	VEXTRACTF64X4 $1, Z18, Y18
 	VCVTPS2PD     Y18, Z8
 	VCVTPS2PD     32(SI), Z7
-	ADDQ          $64, R8
-	SUMSTEP
-	ADDQ          $64, R8
+	SUMSTEPAT(64)
+	ADDQ          $128, R8
 	ADDQ          $64, SI
 	ADDQ          $16, DX
-	SUBQ          $16, R10
-	SUBQ          $16, CX
-	JNZ           codes
+	SUBQ          $16, BX
+	JNZ           fp8codes
 
+	TESTQ CX, CX
+	JZ    fp8done
+	ADDQ  $4, R9
+	MOVQ  R11, R10
+	VBROADCASTSS (R9), Z24
+	JMP   fp8block
+
+fp8done:
 	SUMSSTORE
 	RET
