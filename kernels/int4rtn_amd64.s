@@ -167,7 +167,8 @@ TEXT ·rtnPairsAsm(SB), NOSPLIT, $0-64
 	VPXORD  Z28, Z28, Z28
 	LEAQ    (CX)(CX*1), R11 // 2g: elements of a pair
 	MOVQ    CX, R13
-	SHRQ    $1, R13         // g/2: bytes of a group
+	SHLQ    $6, R13
+	ADDQ    SI, R13         // the next batch (16g elements on), prefetched 256 bytes a quad
 	XORQ    BX, BX          // pair
 
 pair:
@@ -178,10 +179,17 @@ pair:
 	VMOVDQA64     Z28, Z18
 	VMOVDQA64     Z28, Z19
 	LEAQ          (SI)(CX*4), DX  // group b
-	LEAQ          (DI)(R13*1), R12 // group b's bytes
+	MOVQ          CX, R12
+	SHRQ          $1, R12
+	ADDQ          DI, R12         // group b's bytes, g/2 on
 	XORQ          R8, R8          // element offset within the groups
 
 quad:
+	PREFETCHT0  (R13)
+	PREFETCHT0  64(R13)
+	PREFETCHT0  128(R13)
+	PREFETCHT0  192(R13)
+	ADDQ        $256, R13
 	VMOVUPS     (SI)(R8*4), Z0
 	VMOVUPS     (DX)(R8*4), Z1
 	VMOVUPS     64(SI)(R8*4), Z2
