@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -144,5 +145,44 @@ func TestErrorSumsFusedAnyInput(t *testing.T) {
 				t.Fatalf("trial %d FP8 %dx%d blocks %dx%d: %+v, want %+v", trial, frows, fcols, bh, bw, got.f8, want.f8)
 			}
 		})
+	}
+}
+
+// TestSIMDErrorSumsInt4NaNRefMax puts a NaN in ref inside the chunk that holds a lane's
+// largest error: the NaN never wins, and the chunk's maximum must still reach the lane (a
+// maximum instruction that returns its NaN operand made the whole chunk's maximum NaN, and
+// the lane kept the smaller maximum of an earlier element).
+func TestSIMDErrorSumsInt4NaNRefMax(t *testing.T) {
+	const g, cols = 32, 256
+	packed := make([]byte, cols/2)
+	for i := range packed {
+		packed[i] = 0x88 // level 0 everywhere...
+	}
+	scales := make([]float32, cols/g)
+	for i := range scales {
+		scales[i] = 1
+	}
+	for _, at := range []int{8, 16, 24, 40, 48, 56} {
+		for _, big := range []int{at + 8, at + 16, at - 8} {
+			ref := make([]float32, cols)
+			ref[0] = 0.5 // lane 0's first element: error 0.5
+			ref[at] = float32(math.NaN())
+			p := slices.Clone(packed)
+			p[big/2] = 0x8f // ...but level 7 at element big (lane 0): error 7
+			var want ErrSums
+			withEverySet(t, func(t *testing.T) {
+				got, err := CPU{}.ErrorSumsInt4(ref, p, scales, 1, cols, g, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lp == &scalarLoops {
+					want = got
+					return
+				}
+				if got.MaxAbsIdx != want.MaxAbsIdx || got.MaxAbsErr != want.MaxAbsErr {
+					t.Fatalf("NaN at %d, error 7 at %d: max %g at %d, want %g at %d", at, big, got.MaxAbsErr, got.MaxAbsIdx, want.MaxAbsErr, want.MaxAbsIdx)
+				}
+			})
+		}
 	}
 }
