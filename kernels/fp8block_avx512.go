@@ -95,7 +95,7 @@ func encodeE4M3RowAVX512(codes []byte, row []float32, sc []float32) {
 // buffer between them, a row's chunk of up to maxChunk elements per call. It takes slabs whose
 // rows and blocks are a multiple of 16 columns wide; the others go to errLanesFP8AVX512.
 func errLanesFP8Asm(a *errAcc, ref []float32, codes []byte, scale []float32, rows, cols, bh, bw int) {
-	if a.n&7 != 0 || bw%16 != 0 || cols%16 != 0 || rows == 0 {
+	if a.n&7 != 0 || bw%16 != 0 || cols%16 != 0 || rows == 0 || cols == 0 {
 		errLanesFP8AVX512(a, ref, codes, scale, rows, cols, bh, bw)
 		return
 	}

@@ -141,3 +141,20 @@ func TestSIMDErrAccumulatorFP8Pieces(t *testing.T) {
 		})
 	}
 }
+
+// TestSIMDErrAccumulatorFP8Empty: a slab with rows but no columns (a Linear with no inputs)
+// adds nothing on every set, as the scalar specification does, and panics on none.
+func TestSIMDErrAccumulatorFP8Empty(t *testing.T) {
+	for _, c := range []struct{ rows, cols, bh, bw int }{{4, 0, 128, 128}, {0, 256, 128, 128}, {128, 0, 128, 16}} {
+		withEverySet(t, func(t *testing.T) {
+			var e ErrAccumulator
+			if err := e.AddFP8Block(nil, nil, nil, c.rows, c.cols, c.bh, c.bw); err != nil {
+				t.Fatalf("%d×%d: %v", c.rows, c.cols, err)
+			}
+			var none ErrAccumulator
+			if got := e.Result(3); !sameSums(got, none.Result(3)) {
+				t.Errorf("%d×%d: sums %+v of no elements", c.rows, c.cols, got)
+			}
+		})
+	}
+}
