@@ -8,6 +8,7 @@ import (
 
 	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/engines"
 	"pdq/quantize/report"
 	"pdq/safetensors"
 )
@@ -18,7 +19,33 @@ import (
 // search or GPTQ.
 type int4Encoding struct{}
 
-func init() { register(int4Encoding{}) }
+func init() {
+	register(int4Encoding{})
+	registerFormat(FormatInfo{
+		Format: DecodeInt4, Title: "INT4", Scheme: SchemeInt4,
+		Layout:  "pack-quantized INT4, BF16 scale per --group-size (32 default, 64, 128 or per channel)",
+		GPUs:    "vLLM and SGLang on Hopper and Blackwell",
+		Engine:  engines.FormatInt4,
+		Report:  report.Info(SchemeInt4),
+		Tensors: int4Tensors,
+		widthRule: func(o *Options) (string, int) {
+			if o.GroupSize == PerChannel {
+				return "", 0
+			}
+			return fmt.Sprintf("decode INT4 g%d", o.GroupSize), max(64, o.GroupSize)
+		},
+	}, 0)
+}
+
+// int4Tensors are the pack-quantized tensors of a rows×cols weight with groups of group
+// columns: the levels eight per I32, a BF16 scale per group, the I64 shape.
+func int4Tensors(rows, cols, group int64) []TensorShape {
+	return []TensorShape{
+		{suffixPacked[1:], safetensors.I32, []int64{rows, cols / 8}},
+		{suffixScale[1:], safetensors.BF16, []int64{rows, cols / max(group, 1)}},
+		{suffixWeightShape[1:], safetensors.I64, []int64{2}},
+	}
+}
 
 func (int4Encoding) Scheme() Scheme { return SchemeInt4 }
 
@@ -55,9 +82,9 @@ func (int4Encoding) ctGroup(o *Options) (key, format string, group map[string]an
 	}
 }
 
-// int4Bound is INT4 bound to one module (W4AFP8's tensors too).
+// int4Bound is INT4 bound to one module (or another format storing INT4's tensors).
 type int4Bound struct {
-	scheme Scheme // SchemeInt4 or SchemeW4AFP8
+	scheme Scheme // SchemeInt4 or the other format's
 	m      *Module
 	kind   OutputKind
 	o      *Options
