@@ -28,8 +28,7 @@ var hints = []struct {
 	{quantize.ErrBadScale, "a block scale of the FP8 source is zero or not finite: a header-only checkpoint from pdq testdata gen holds no values (it is for pdq plan only); any other source is damaged there (fetch it again)"},
 	{errNoSpace, "free some space there or give an --out on a larger disk (pdq plan SRC shows each output's size)"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
-	{convert.ErrQuantizedSource, "pdq reads BF16, F16, F32 and FP8 weights, compressed-tensors pack-quantized INT4, nvfp4- and mxfp4-pack-quantized experts, and ModelOpt NVFP4; no option reads other quantizations: give the model's original in one of those as SRC (pdq inspect SRC names a checkpoint's layout)"},
-	{convert.ErrW4AFP8Shape, "vLLM's W4A8 kernels take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"},
+	{convert.ErrQuantizedSource, "pdq reads " + convert.SourcesRead + "; no option reads other quantizations: give the model's original in one of those as SRC (pdq inspect SRC names a checkpoint's layout)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{engines.ErrNoConfig, "the engines build the model from config.json: put the model's config.json beside the weights (pdq convert --config FILE writes it into its outputs)"},
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no module in the decode format"},
@@ -64,8 +63,22 @@ func hintForCommand(cmd string, err error) string {
 	return hintFor(err)
 }
 
+// formatHint returns the hint for a decode format's refusal of a module's shape (its
+// FormatInfo.Refusal), or "".
+func formatHint(err error) string {
+	for _, f := range convert.Formats() {
+		if f.Refusal != nil && errors.Is(err, f.Refusal) {
+			return f.RefusedBy + " take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"
+		}
+	}
+	return ""
+}
+
 // hintFor returns the hint for err, or "".
 func hintFor(err error) string {
+	if h := formatHint(err); h != "" {
+		return h
+	}
 	for _, h := range hints {
 		if errors.Is(err, h.err) {
 			return h.hint

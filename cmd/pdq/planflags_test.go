@@ -11,13 +11,17 @@ import (
 // TestDecodeFormatDocs: every decode format the library takes is described, once, in its order,
 // in both the flag's help and pdq convert --help, and the list fits the help's width.
 func TestDecodeFormatDocs(t *testing.T) {
-	if len(decodeFormatDocs) != len(convert.DecodeFormats) {
-		t.Fatalf("%d formats described, %d in convert.DecodeFormats", len(decodeFormatDocs), len(convert.DecodeFormats))
+	infos := convert.Formats()
+	if len(infos) != len(convert.DecodeFormats) {
+		t.Fatalf("%d formats described, %d in convert.DecodeFormats", len(infos), len(convert.DecodeFormats))
 	}
 	list := decodeFormatList(21)
 	for i, f := range convert.DecodeFormats {
-		if decodeFormatDocs[i].format != f {
-			t.Errorf("entry %d describes %q, want %q", i, decodeFormatDocs[i].format, f)
+		if infos[i].Format != f {
+			t.Errorf("entry %d describes %q, want %q", i, infos[i].Format, f)
+		}
+		if infos[i].Layout == "" || infos[i].GPUs == "" || infos[i].Title == "" {
+			t.Errorf("%s: no layout, GPU line or title to describe it", f)
 		}
 		if !strings.Contains(decodeFormatHelp(), string(f)+" (") {
 			t.Errorf("--decode-format help does not describe %s", f)

@@ -141,7 +141,7 @@ func IsTargetScheme(s Scheme) bool {
 }
 
 // FormatList joins the decode formats' names (title false) or titles with commas, the last
-// two with conj: "int4, nvfp4 or ..." for conj "or".
+// two with conj: "a, b or c" for conj "or".
 func FormatList(title bool, conj string) string {
 	names := make([]string, len(formats))
 	for i, f := range formats {

@@ -5,7 +5,7 @@ import "fmt"
 // expertRules is what the engines' rules know of one routed-expert format, in one place: how a
 // config group is told to be of it, the tensors its scheme reads, the checks of the MoE method
 // the engines pick for it, on which GPUs each engine loads it and the engine files all of it was
-// read in. Each format's file registers its rules (int4.go, fp4.go, w4afp8.go); the checker, the
+// read in. Each format's file registers its rules (int4.go is INT4's); the checker, the
 // support table and the messages ask the table, never the format's name.
 type expertRules struct {
 	format Format
