@@ -90,8 +90,9 @@ type CompareInfo struct {
 // formats is the registry, in rank order; DecodeFormats lists its names.
 var formats []*FormatInfo
 
-// registerFormat adds decode format f to the registry (its report entry too); a format
-// registered twice is a programming error.
+// registerFormat adds decode format f to the registry (its report entry too, and its
+// compressed-tensors format as one whose sources pass through); its encoding must be registered
+// first. A format registered twice is a programming error.
 func registerFormat(f FormatInfo, rank int) {
 	if _, dup := FormatOf(f.Format); dup {
 		panic("convert: decode format " + string(f.Format) + " registered twice")
@@ -105,6 +106,11 @@ func registerFormat(f FormatInfo, rank int) {
 	}
 	if _, known := report.Lookup(f.Scheme); !known {
 		report.RegisterScheme(f.Scheme, f.Report)
+	}
+	// A source in the format's compressed-tensors layout passes through as the same tensors.
+	if g, ok := encodings[f.Scheme].(ctGrouped); ok {
+		_, name, _ := g.ctGroup(&Options{DecodeFormat: f.Format, GroupSize: f.FixedGroup})
+		report.RegisterPassedFormat(name, f.Scheme)
 	}
 }
 
