@@ -278,7 +278,8 @@ func (e *fp4Encoder) begin(ctx context.Context, j *job) error {
 	e.j, e.b = j, j.b.(*fp4Bound)
 	opt := quantize.FP4Options{Format: e.b.enc.format, Method: e.b.o.Method, Workers: 1, FirstRow: j.s.r0, Global: 1}
 	if e.b.nv() && !j.wk.null {
-		g, err := j.wk.r.globals.get(ctx, j.wk.r.plan, j.m)
+		globals := j.wk.r.shared.get("fp4-globals", func() any { return new(fp4Globals) }).(*fp4Globals)
+		g, err := globals.get(ctx, j.wk.r.plan, j.m)
 		if err != nil {
 			return err
 		}
