@@ -11,12 +11,15 @@ import (
 	"pdq/quantize/engines"
 )
 
-// hints say, for the library's sentinel errors, what the user can do about them in terms of
-// this command line's flags; the library's messages name no flags.
-var hints = []struct {
+// hint is what the user can do about a sentinel error, in terms of the command line's flags.
+type hint struct {
 	err  error
 	hint string
-}{
+}
+
+// hints say, for the library's sentinel errors, what the user can do about them in terms of
+// this command line's flags; the library's messages name no flags.
+var hints = []hint{
 	{convert.ErrNotEmpty, "DIR holds no conversion journal, so there is nothing to resume: choose another --out, or --force to delete prefill/, decode/ and report.json there and start over"},
 	{convert.ErrNothingToResume, "there is nothing to continue: choose an empty or new --out (without --resume), or --force to delete prefill/, decode/ and report.json there and start over"},
 	{convert.ErrInsideOutput, "choose an --out beside that conversion's directory, not inside it"},
@@ -63,23 +66,21 @@ func hintForCommand(cmd string, err error) string {
 	return hintFor(err)
 }
 
-// formatHint returns the hint for a decode format's refusal of a module's shape (its
-// FormatInfo.Refusal), or "".
-func formatHint(err error) string {
+// formatHints are the hints for the decode formats' refusals of a module's shape (their
+// FormatInfo.Refusal, which wraps convert.ErrUnsupported: tried before hints).
+func formatHints() []hint {
+	var out []hint
 	for _, f := range convert.Formats() {
-		if f.Refusal != nil && errors.Is(err, f.Refusal) {
-			return f.RefusedBy + " take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"
+		if f.Refusal != nil {
+			out = append(out, hint{f.Refusal, f.RefusedBy + " take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"})
 		}
 	}
-	return ""
+	return out
 }
 
 // hintFor returns the hint for err, or "".
 func hintFor(err error) string {
-	if h := formatHint(err); h != "" {
-		return h
-	}
-	for _, h := range hints {
+	for _, h := range append(formatHints(), hints...) {
 		if errors.Is(err, h.err) {
 			return h.hint
 		}
