@@ -89,6 +89,9 @@ type int4Bound struct {
 	kind   OutputKind
 	o      *Options
 	group  int // the group width in columns (Cols per channel)
+	// weights, when set, is how the format's kernels read the bytes back (measured and
+	// verified on those weights).
+	weights *quantize.EngineWeights
 }
 
 func (b *int4Bound) Scheme() Scheme { return b.scheme }
@@ -151,11 +154,11 @@ func (b *int4Bound) Dequantize(dst []float32, read TensorReader) (string, error)
 	}
 	g := m.Cols / int(st.Shape[1])
 	deq := func() error { return quantize.DequantizeInt4(dst, packed, scales, st.DType, m.Rows, m.Cols, g) }
-	if b.scheme == SchemeW4AFP8 { // the weights vLLM's W4A8 kernels compute with, as the report measured
-		if st.DType != safetensors.BF16 || g != quantize.W4AFP8GroupSize {
-			return fmt.Sprintf("tensor %q: %s scales in groups of %d, want BF16 in groups of %d", st.Name, st.DType, g, quantize.W4AFP8GroupSize), nil
+	if w := b.weights; w != nil { // the weights the format's kernels compute with, as the report measured
+		if st.DType != safetensors.BF16 || g != w.Group {
+			return fmt.Sprintf("tensor %q: %s scales in groups of %d, want BF16 in groups of %d", st.Name, st.DType, g, w.Group), nil
 		}
-		deq = func() error { return quantize.W4AFP8Dequantize(dst, packed, scales, m.Rows, m.Cols) }
+		deq = func() error { return w.Dequantize(dst, packed, scales, m.Rows, m.Cols) }
 	}
 	if err := deq(); err != nil {
 		return fmt.Sprintf("tensor %q: %v", m.Name+suffixPacked, err), nil
@@ -200,7 +203,7 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 // options returns the quantizer's options for slab s on the worker's backend.
 func (b *int4Bound) options(wk *worker, s *slab) quantize.Int4Options {
 	return quantize.Int4Options{GroupSize: b.o.GroupSize, Method: b.o.Method, SignedScales: b.o.SignedScales, Workers: 1,
-		Backend: wk.backend, FirstRow: s.r0, W4AFP8: b.scheme == SchemeW4AFP8}
+		Backend: wk.backend, FirstRow: s.r0, Weights: b.weights}
 }
 
 func (b *int4Bound) newEncoder() encoder { return &int4Encoder{} }

@@ -45,7 +45,7 @@ var ErrW4AFP8Shape = fmt.Errorf("%w: shape outside vLLM's W4A8 FP8 kernels", Err
 func (w4afp8Encoding) Scheme() Scheme { return SchemeW4AFP8 }
 
 func (w4afp8Encoding) Bind(m *Module, kind OutputKind, o *Options) Bound {
-	return &int4Bound{scheme: SchemeW4AFP8, m: m, kind: kind, o: o, group: o.group(m.Cols)}
+	return &int4Bound{scheme: SchemeW4AFP8, m: m, kind: kind, o: o, group: o.group(m.Cols), weights: quantize.W4AFP8Weights}
 }
 
 func (w4afp8Encoding) refusal() error { return ErrW4AFP8Shape }
