@@ -44,7 +44,7 @@ func newCompareCmd() *cobra.Command {
 	var sf serveFlags
 	cmd := &cobra.Command{
 		Use:   "compare SRC",
-		Short: "Measure " + convert.JoinList(append([]string{"INT4"}, compareTitles()...), "and") + " decode formats side by side on the same tensors, with the room each leaves a decode server",
+		Short: "Measure " + joinList(append([]string{"INT4"}, compareTitles()...), "and") + " decode formats side by side on the same tensors, with the room each leaves a decode server",
 		Long: `Compare answers "which decode format for my decode pool": it reads SRC once, quantizes each routed-expert
 weight (the modules pdq convert makes INT4, see --targets) with every format of --formats in memory,
 and prints one row per format: bits per weight (scales included), the mean SQNR over the measured
@@ -55,7 +55,7 @@ plan computes for a decode server holding that checkpoint: weights per GPU, the 
 GPU and the tokens of context one server holds. Nothing is written but the table (and --plot).
 
 ` + wrapText(`The figures are pdq convert's: the same decoded values, quantizers, slabs and error sums, so an
-INT4 figure equals what convert --group-size G reports for the tensor, an `+convert.JoinList(compareTitles(), "or")+` one what
+INT4 figure equals what convert --group-size G reports for the tensor, an `+joinList(compareTitles(), "or")+` one what
 convert --decode-format reports. `+compareNotes()+` Memory is one slab (16 MiB of float32) per worker.`, 98) + `
 
 ` + wrapText(`Formats: int4-g32 (convert's default), int4-g64, int4-g128, int4-channel, `+compareFormatDocs()+`. docs/FP4.md describes the FP4 layouts and their rules.`, 97) + `

@@ -45,3 +45,11 @@ func formatTitles() string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// joinList joins words with commas, the last two with conj ("a, b and c").
+func joinList(words []string, conj string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
+}

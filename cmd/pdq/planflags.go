@@ -75,7 +75,7 @@ func fixedGroupsHelp() string {
 	if names == nil {
 		return ""
 	}
-	return " (" + convert.JoinList(names, "and") + " fix theirs: " + strings.Join(sizes, ", ") + ")"
+	return " (" + joinList(names, "and") + " fix theirs: " + strings.Join(sizes, ", ") + ")"
 }
 
 // decodeFormatHelp is the help of --decode-format: which GPUs and engines each format suits.

@@ -156,11 +156,11 @@ func FormatList(title bool, conj string) string {
 			names[i] = f.Title
 		}
 	}
-	return JoinList(names, conj)
+	return joinList(names, conj)
 }
 
-// JoinList joins words with commas, the last two with conj ("a, b and c").
-func JoinList(words []string, conj string) string {
+// joinList joins words with commas, the last two with conj ("a, b and c").
+func joinList(words []string, conj string) string {
 	if len(words) < 2 {
 		return strings.Join(words, "")
 	}
