@@ -59,3 +59,28 @@ func entry(list, f string) string {
 	}
 	return ""
 }
+
+// TestHelpNamesEveryFormat: the helps that list decode formats list every registered one (they
+// are made from the registry, so a new format appears without editing them).
+func TestHelpNamesEveryFormat(t *testing.T) {
+	conv, verify, cmp := newConvertCmd(), newVerifyCmd(), newCompareCmd()
+	sqnr := conv.Flags().Lookup("fail-sqnr-below").Usage
+	group := conv.Flags().Lookup("group-size").Usage
+	for _, f := range convert.Formats() {
+		if !strings.Contains(sqnr, f.Title) {
+			t.Errorf("--fail-sqnr-below's help does not name %s: %q", f.Title, sqnr)
+		}
+		if !strings.Contains(strings.Join(strings.Fields(verify.Long), " "), f.Title) {
+			t.Errorf("verify --help does not name %s", f.Title)
+		}
+		if f.FixedGroup > 0 && !strings.Contains(group, string(f.Format)) {
+			t.Errorf("--group-size's help does not say %s fixes its groups: %q", f.Format, group)
+		}
+		if f.Compare != nil {
+			long := strings.Join(strings.Fields(cmp.Long), " ")
+			if !strings.Contains(long, string(f.Format)+" ("+f.Compare.Doc+")") || !strings.Contains(cmp.Short, f.Title) {
+				t.Errorf("compare --help does not describe %s", f.Format)
+			}
+		}
+	}
+}
