@@ -111,7 +111,7 @@ func (c *checker) checkFP8(qc map[string]any, mods []Module) {
 // expert count: num_fused_shared_experts is n_shared_experts whenever the config has shared
 // experts, and its load_weights asserts it is 1, so a GLM-4.x config with more shared experts
 // fails to load unless fusion is off. Fusion runs on CUDA SM80+ (or ROCm gfx942+) without EP,
-// DeepEP or a W4A8 FP8 config; pdq plans for CUDA and takes it on, since an EP launch only drops a
+// DeepEP or a W4AFP8 config; pdq plans for CUDA and takes it on, since an EP launch only drops a
 // flag it did not need. A fused shared expert is loaded as routed expert number n_routed_experts
 // with the routed experts' scheme: one stored in another form than the routed ones then does not
 // load, and --disable-shared-experts-fusion keeps it a separate MLP.
