@@ -58,20 +58,20 @@ func QuantizeInt4Into(ctx context.Context, dst *Int4Result, w []float32, rows, c
 // values given when the caller has them (decoded just before, still in cache), and measures
 // each band as soon as it is quantized: Begin, Add for consecutive bands in row order, End (a
 // whole slab is one band). dst is QuantizeInt4Into's over the whole slab and the error added to
-// m is Metrics.AddInt4's (with Int4Options.W4AFP8, Metrics.Add's against W4AFP8Dequantize),
+// m is Metrics.AddInt4's (with Int4Options.Weights, Metrics.Add's against the engine's weights),
 // bit for bit, however the slab is cut. It runs on opt.Backend with one
 // goroutine (opt.Workers is not used); the calibrated quantizers take whole slabs instead.
 type Int4Bands struct {
-	dst    *Int4Result
-	p      kernels.Int4Params
-	be     kernels.Backend
-	first  int // opt.FirstRow
-	next   int // the slab's row the next band starts at
-	acc    kernels.ErrAccumulator
-	scales []float32 // the BF16 scales of a chunk as float32, reused
-	deq    []float32 // Int4Options.W4AFP8: a chunk's weights as the engine computes them, reused
-	w4afp8 bool      // Int4Options.W4AFP8
-	sums   statSums  // the slab's group sums so far, in row-major order
+	dst     *Int4Result
+	p       kernels.Int4Params
+	be      kernels.Backend
+	first   int // opt.FirstRow
+	next    int // the slab's row the next band starts at
+	acc     kernels.ErrAccumulator
+	scales  []float32      // the BF16 scales of a chunk as float32, reused
+	deq     []float32      // Int4Options.Weights: a chunk's weights as the engine computes them, reused
+	weights *EngineWeights // Int4Options.Weights
+	sums    statSums       // the slab's group sums so far, in row-major order
 }
 
 // Begin starts a slab of rows×cols values quantized into dst (whose storage it reuses).
@@ -86,7 +86,7 @@ func (b *Int4Bands) Begin(dst *Int4Result, rows, cols int, opt Int4Options) erro
 	if err != nil {
 		return err
 	}
-	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales, deq: b.deq, w4afp8: opt.W4AFP8}
+	*b = Int4Bands{dst: dst, p: p, be: opt.backend(), first: opt.FirstRow, scales: b.scales, deq: b.deq, weights: opt.Weights}
 	return nil
 }
 
@@ -106,9 +106,9 @@ func (b *Int4Bands) Add(ctx context.Context, w []float32, n int) error {
 			return kernelErr(b.be, err, b.first+r0+c0, cols)
 		}
 		b.sums.add(out.Stats) // one goroutine, chunks in order: the slab's row-major order
-		if b.w4afp8 {
+		if b.weights != nil {
 			b.deq = resize(b.deq, len(src))
-			if err := W4AFP8Dequantize(b.deq, out.Packed, out.Scales, c1-c0, cols); err != nil {
+			if err := b.weights.Dequantize(b.deq, out.Packed, out.Scales, c1-c0, cols); err != nil {
 				return err
 			}
 			b.acc.Add(src, b.deq)

@@ -40,10 +40,20 @@ type Int4Options struct {
 	// elements from the tensor's start. 0 when the whole tensor is given. The output does not
 	// depend on it.
 	FirstRow int
-	// W4AFP8 makes Int4Bands measure the error on the weights vLLM's W4A8 FP8 kernels compute
-	// with (W4AFP8Dequantize), not on the BF16 scales written; the bytes do not change. It needs
-	// GroupSize W4AFP8GroupSize.
-	W4AFP8 bool
+	// Weights, when set, makes Int4Bands measure the error on the weights an engine computes
+	// with from the written bytes (a format whose kernels convert the scales at load), not on
+	// the BF16 scales written; the bytes do not change. It needs GroupSize Weights.Group.
+	Weights *EngineWeights
+}
+
+// EngineWeights is how an engine reads INT4 bytes back into the weights it computes with, where
+// that is not the levels times the BF16 scales written (Int4Options.Weights).
+type EngineWeights struct {
+	// Group is the only group size the engine reads.
+	Group int
+	// Dequantize writes to dst the weights of rows×cols levels (packed, two per byte) and their
+	// BF16 group scales.
+	Dequantize func(dst []float32, packed, scales []byte, rows, cols int) error
 }
 
 // PerChannel as a group size gives one INT4 scale per output channel (the group is the row).
@@ -80,8 +90,8 @@ func (o Int4Options) Validate(cols int) error {
 	if cols <= 0 || cols%8 != 0 || cols%g != 0 {
 		return badShape("INT4 needs columns divisible by 8 and by the group size %d, have %d", g, cols)
 	}
-	if o.W4AFP8 && g != W4AFP8GroupSize {
-		return fmt.Errorf("quantize: W4AFP8 measures groups of %d, not %d: %w", W4AFP8GroupSize, g, ErrInvalidOptions)
+	if o.Weights != nil && g != o.Weights.Group {
+		return fmt.Errorf("quantize: the engine's weights are read in groups of %d, not %d: %w", o.Weights.Group, g, ErrInvalidOptions)
 	}
 	return nil
 }

@@ -14,10 +14,13 @@ import (
 // W4AFP8GroupSize); the engine converts their BF16 group scales to e4m3 with a per-channel
 // float32 scale when it loads them, and its kernel multiplies the levels by those e4m3 scales
 // in e4m3: W4AFP8Dequantize gives the weights it computes with, which the report measures
-// (Int4Options.W4AFP8).
+// (Int4Options.Weights = W4AFP8Weights).
 
 // W4AFP8GroupSize is the only group size vLLM's W4A8 FP8 kernels accept.
 const W4AFP8GroupSize = 128
+
+// W4AFP8Weights is how vLLM's W4A8 FP8 kernels read INT4 g128 bytes (Int4Options.Weights).
+var W4AFP8Weights = &EngineWeights{Group: W4AFP8GroupSize, Dequantize: W4AFP8Dequantize}
 
 // CheckW4AFP8Experts reports whether routed experts of hidden size hidden and intermediate size
 // interPerRank per tensor-parallel rank fit vLLM's W4A8 FP8 MoE kernels: both must be

@@ -114,7 +114,7 @@ func TestW4AFP8Dequantize(t *testing.T) {
 	}
 }
 
-// TestW4AFP8Bands: with Int4Options.W4AFP8, Int4Bands writes the bytes it writes without it and
+// TestW4AFP8Bands: with Int4Options.Weights W4AFP8Weights, Int4Bands writes the bytes it writes without it and
 // measures the weights W4AFP8Dequantize gives (bit for bit, however the slab is cut), which are
 // not the BF16 scales' figure; a group size other than 128 is refused.
 func TestW4AFP8Bands(t *testing.T) {
@@ -122,7 +122,7 @@ func TestW4AFP8Bands(t *testing.T) {
 	w := randWeights(7, rows*cols, true)
 	plain := Int4Options{GroupSize: W4AFP8GroupSize, Workers: 1}
 	eng := plain
-	eng.W4AFP8 = true
+	eng.Weights = W4AFP8Weights
 	var want Int4Result
 	var bf16M, wantM Metrics
 	if err := QuantizeInt4Into(context.Background(), &want, w, rows, cols, plain); err != nil {
@@ -165,7 +165,7 @@ func TestW4AFP8Bands(t *testing.T) {
 	}
 	var b Int4Bands
 	var dst Int4Result
-	if err := b.Begin(&dst, rows, cols, Int4Options{GroupSize: 32, W4AFP8: true}); !errors.Is(err, ErrInvalidOptions) {
+	if err := b.Begin(&dst, rows, cols, Int4Options{GroupSize: 32, Weights: W4AFP8Weights}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("W4AFP8 with groups of 32: %v", err)
 	}
 }

@@ -32,8 +32,8 @@ type Options struct {
 	HeaderOnly bool
 	// Workers generating tensors in parallel; <= 0 means GOMAXPROCS.
 	Workers int
-	// ExpertFormat, when set, stores the routed experts already quantized (ExpertsInt4,
-	// ExpertsNVFP4 or ExpertsMXFP4, in compressed-tensors' layouts) and the rest dense, as Kimi
+	// ExpertFormat, when set, stores the routed experts already quantized (one of
+	// ExpertFormats, in compressed-tensors' layouts: packed.go) and the rest dense, as Kimi
 	// K2.6 ships; ExpertGroup is the INT4 group size (default 32).
 	ExpertFormat string
 	ExpertGroup  int

@@ -44,7 +44,7 @@ func newCompareCmd() *cobra.Command {
 	var sf serveFlags
 	cmd := &cobra.Command{
 		Use:   "compare SRC",
-		Short: "Measure INT4, NVFP4 and MXFP4 decode formats side by side on the same tensors, with the room each leaves a decode server",
+		Short: "Measure " + joinList(append([]string{"INT4"}, compareTitles()...), "and") + " decode formats side by side on the same tensors, with the room each leaves a decode server",
 		Long: `Compare answers "which decode format for my decode pool": it reads SRC once, quantizes each routed-expert
 weight (the modules pdq convert makes INT4, see --targets) with every format of --formats in memory,
 and prints one row per format: bits per weight (scales included), the mean SQNR over the measured
@@ -54,22 +54,18 @@ format (targets) and of the whole decode checkpoint (decode/). With --gpu-memory
 plan computes for a decode server holding that checkpoint: weights per GPU, the KV cache left per
 GPU and the tokens of context one server holds. Nothing is written but the table (and --plot).
 
-The figures are pdq convert's: the same decoded values, quantizers, slabs and error sums, so an
-INT4 figure equals what convert --group-size G reports for the tensor, an NVFP4 or MXFP4 one what
-convert --decode-format reports. NVFP4 uses one global scale
-for an expert's gate and up projections together, as the engines' fused GEMM expects (their
-values are read twice for it). Memory is one slab (16 MiB of float32) per worker.
+` + wrapText(`The figures are pdq convert's: the same decoded values, quantizers, slabs and error sums, so an
+INT4 figure equals what convert --group-size G reports for the tensor, an `+joinList(compareTitles(), "or")+` one what
+convert --decode-format reports. `+compareNotes()+` Memory is one slab (16 MiB of float32) per worker.`, 98) + `
 
-Formats: int4-g32 (convert's default), int4-g64, int4-g128, int4-channel, nvfp4 (E2M1 in groups
-of 16 with e4m3 scales and a global scale, 4.5 bits per weight), mxfp4 (E2M1 in groups of 32 with
-power-of-two scales, 4.25 bits). docs/FP4.md describes the FP4 layouts and their rules.
+` + wrapText(`Formats: int4-g32 (convert's default), int4-g64, int4-g128, int4-channel, `+compareFormatDocs()+`. docs/FP4.md describes the FP4 layouts and their rules.`, 97) + `
 
 --sample N measures N experts per layer (spread over the expert indices) and --layers a subset of
 layers: the bytes and serving columns always count the whole model.`,
 		Example: `  pdq compare /models/GLM-5-FP8 --sample 8                  # 8 experts per layer, 4 formats
   pdq compare /models/Kimi-K2 --layers 1-4 --method rtn      # compressed-tensors' own rule
   pdq compare /models/GLM-5-FP8 --sample 4 --gpu-memory 141GiB --tp 8 --kv-cache-dtype fp8_e4m3
-  pdq compare /models/GLM-5-FP8 --formats int4-g32,nvfp4 --plot sqnr.svg --csv > cells.csv`,
+  pdq compare /models/GLM-5-FP8 --formats int4-g32,` + string(exampleFormat().Format) + ` --plot sqnr.svg --csv > cells.csv`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompare(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], &o, &sf)
@@ -293,4 +289,39 @@ func compareSetup(sf *serveFlags, p *convert.Plan) (*compare.Setup, string, erro
 	text := fmt.Sprintf("%s rules, TP%d EP%d%s, %s per GPU, memory fraction %.3f, reserve %s (assumed), KV cache %s, %d B per token per GPU",
 		s.Engine, s.TP, s.EP, dp, formatBytes(s.GPUMemory), d.MemFraction, formatBytes(d.Reserve), s.KVDType, d.KV.PerToken)
 	return setup, text, nil
+}
+
+// compareTitles are the titles of the decode formats compare measures beside INT4's groups.
+func compareTitles() []string {
+	var out []string
+	for _, f := range compare.Formats {
+		if f.Kind == compare.KindDecode {
+			info, _ := convert.FormatOf(f.Decode)
+			out = append(out, info.Title)
+		}
+	}
+	return out
+}
+
+// compareNotes are the sentences the measured formats add about how they are measured.
+func compareNotes() string {
+	var out []string
+	for _, f := range compare.Formats {
+		if f.Kind == compare.KindDecode && f.Info.Note != "" {
+			out = append(out, f.Info.Note)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// compareFormatDocs lists the decode formats compare measures beside INT4's groups, each with
+// its description: "name (doc), name (doc)".
+func compareFormatDocs() string {
+	var out []string
+	for _, f := range compare.Formats {
+		if f.Kind == compare.KindDecode {
+			out = append(out, f.Name+" ("+f.Info.Doc+")")
+		}
+	}
+	return strings.Join(out, ", ")
 }

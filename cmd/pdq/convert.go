@@ -71,11 +71,10 @@ ends byte-identical to an uninterrupted run; it says how many shards it keeps ("
 and the bar counts only the work left. Rerunning a finished conversion says "already complete".
 The same input gives byte-identical output for any --workers and --readers.
 
-SRC may arrive already quantized: compressed-tensors pack-quantized INT4 experts (Kimi
-K2-Thinking, K2.6), nvfp4- or mxfp4-pack-quantized ones, or ModelOpt NVFP4. Their weights are
+` + wrapText("SRC may arrive already quantized: "+convert.QuantizedSources+`. Their weights are
 decoded exactly: prefill/ gets FP8 blocks of the decoded values, and decode/ holds the source's
 own tensors unchanged where it is asked for the source's format with the same group size (Kimi's
-g32 is the default; scheme "passed" in the summary), else the decoded values quantized anew.
+g32 is the default; scheme "passed" in the summary), else the decoded values quantized anew.`, 98) + `
 
 The summary shows, per output, role and scheme, the mean over the tensors of each tensor's SQNR
 in dB (the statistic of pdq report and pdq verify), the lowest, the rtn baseline's mean and the
@@ -92,7 +91,7 @@ set in use.`,
 		Example: `  pdq convert /models/GLM-5-FP8 --out /data/glm5-pd
   pdq convert /models/GLM-5-FP8 --out /data/glm5-pd --group-size 128 --method rtn
   pdq convert /models/GLM-4.7 --out /data/glm47 --only decode --fail-sqnr-below 18
-  pdq convert /models/GLM-5-FP8 --out /data/glm5-nvfp4 --decode-format nvfp4 --only decode
+  pdq convert /models/GLM-5-FP8 --out /data/glm5-` + string(exampleFormat().Format) + ` --decode-format ` + string(exampleFormat().Format) + ` --only decode
   pdq convert /models/GLM-5-FP8 --out /shared/g5 --part 2/8    # on 8 machines, one part each
   pdq convert /models/GLM-5-FP8 --out /shared/g5 --merge       # then once, after all 8
   pdq-cuda convert /models/GLM-5 --out /data/g5 --device cuda:0,1  # GPUs 0 and 1 (pdq-cuda: make build-cuda)`,
@@ -122,7 +121,7 @@ set in use.`,
 	fl.BoolVar(&o.force, "force", false, "start over in a non-empty DIR, deleting earlier outputs")
 	fl.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar and no summary")
 	fl.BoolVar(&o.asJSON, "json", false, "print a JSON summary (the report without the per-tensor rows)")
-	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any tensor of the decode format (INT4, NVFP4, MXFP4 or W4AFP8) has an SQNR (dB) below this")
+	fl.Float64Var(&o.failSQNRBelow, "fail-sqnr-below", math.Inf(-1), "exit with status 1 if any tensor of the decode format ("+convert.FormatList(true, "or")+") has an SQNR (dB) below this")
 	o.split.add(fl)
 	fl.StringVar(&o.device, "device", "auto", "compute device: auto (every GPU when there is one, else the CPU), cpu, cuda (every GPU; CUDA_VISIBLE_DEVICES applies) or cuda:0,3 (some); GPUs need a build with make build-cuda")
 	return cmd
@@ -260,8 +259,8 @@ func resumeCounts(ri convert.ResumeInfo) string {
 	return s
 }
 
-// checkSQNRFloor fails when a tensor of a 4-bit decode format (INT4, W4AFP8, NVFP4, MXFP4) is
-// below the floor, listing the offenders.
+// checkSQNRFloor fails when a tensor of a 4-bit decode format (a row of the INT4 or FP4 family)
+// is below the floor, listing the offenders.
 func checkSQNRFloor(rep *report.Report, floor float64) error {
 	var bad []report.TensorReport
 	for _, t := range rep.Tensors {

@@ -11,12 +11,15 @@ import (
 	"pdq/quantize/engines"
 )
 
-// hints say, for the library's sentinel errors, what the user can do about them in terms of
-// this command line's flags; the library's messages name no flags.
-var hints = []struct {
+// hint is what the user can do about a sentinel error, in terms of the command line's flags.
+type hint struct {
 	err  error
 	hint string
-}{
+}
+
+// hints say, for the library's sentinel errors, what the user can do about them in terms of
+// this command line's flags; the library's messages name no flags.
+var hints = []hint{
 	{convert.ErrNotEmpty, "DIR holds no conversion journal, so there is nothing to resume: choose another --out, or --force to delete prefill/, decode/ and report.json there and start over"},
 	{convert.ErrNothingToResume, "there is nothing to continue: choose an empty or new --out (without --resume), or --force to delete prefill/, decode/ and report.json there and start over"},
 	{convert.ErrInsideOutput, "choose an --out beside that conversion's directory, not inside it"},
@@ -28,8 +31,7 @@ var hints = []struct {
 	{quantize.ErrBadScale, "a block scale of the FP8 source is zero or not finite: a header-only checkpoint from pdq testdata gen holds no values (it is for pdq plan only); any other source is damaged there (fetch it again)"},
 	{errNoSpace, "free some space there or give an --out on a larger disk (pdq plan SRC shows each output's size)"},
 	{convert.ErrOverlapsSource, "choose an --out outside the source that does not contain it"},
-	{convert.ErrQuantizedSource, "pdq reads BF16, F16, F32 and FP8 weights, compressed-tensors pack-quantized INT4, nvfp4- and mxfp4-pack-quantized experts, and ModelOpt NVFP4; no option reads other quantizations: give the model's original in one of those as SRC (pdq inspect SRC names a checkpoint's layout)"},
-	{convert.ErrW4AFP8Shape, "vLLM's W4A8 kernels take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"},
+	{convert.ErrQuantizedSource, "pdq reads " + convert.SourcesRead + "; no option reads other quantizations: give the model's original in one of those as SRC (pdq inspect SRC names a checkpoint's layout)"},
 	{convert.ErrUnsupported, "use --on-unsupported skip to keep such modules dense (they are listed in the report)"},
 	{engines.ErrNoConfig, "the engines build the model from config.json: put the model's config.json beside the weights (pdq convert --config FILE writes it into its outputs)"},
 	{convert.ErrNoTargets, "fix --targets (pdq inspect SRC lists the modules), or give --decode-without-int4 to accept a decode checkpoint with no module in the decode format"},
@@ -64,9 +66,21 @@ func hintForCommand(cmd string, err error) string {
 	return hintFor(err)
 }
 
+// formatHints are the hints for the decode formats' refusals of a module's shape (their
+// FormatInfo.Refusal, which wraps convert.ErrUnsupported: tried before hints).
+func formatHints() []hint {
+	var out []hint
+	for _, f := range convert.Formats() {
+		if f.Refusal != nil {
+			out = append(out, hint{f.Refusal, f.RefusedBy + " take only such shapes (docs/FP4.md): choose another --decode-format (int4 runs on the same GPUs), or --on-unsupported skip to keep such modules dense (they are listed in the report)"})
+		}
+	}
+	return out
+}
+
 // hintFor returns the hint for err, or "".
 func hintFor(err error) string {
-	for _, h := range hints {
+	for _, h := range append(formatHints(), hints...) {
 		if errors.Is(err, h.err) {
 			return h.hint
 		}

@@ -13,7 +13,11 @@ import (
 // exists on pdq convert (a renamed flag fails here, not in front of a user).
 func TestHints(t *testing.T) {
 	cmd := newConvertCmd()
-	for _, h := range hints {
+	fh := formatHints()
+	if len(fh) == 0 {
+		t.Error("no decode format's refusal has a hint")
+	}
+	for _, h := range append(fh, hints...) {
 		if got := hintFor(fmt.Errorf("convert: x: %w", h.err)); got != h.hint {
 			t.Errorf("%v: hint %q", h.err, got)
 		}

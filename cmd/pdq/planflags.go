@@ -43,7 +43,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	f.fl = fl
 	fl.StringVar(&f.decodeFormat, "decode-format", "int4", decodeFormatHelp())
-	fl.IntVar(&f.groupSize, "group-size", 32, "INT4 group size along the input dimension: 32, 64, 128, or 0 for one scale per output channel (nvfp4, mxfp4 and w4afp8 fix theirs: 16, 32, 128)")
+	fl.IntVar(&f.groupSize, "group-size", 32, "INT4 group size along the input dimension: 32, 64, 128, or 0 for one scale per output channel"+fixedGroupsHelp())
 	fl.StringVar(&f.method, "method", "mse", "scale method of the decode format: mse (search for the scale with the least squared error; INT4 then refines) or rtn (the compressed-tensors rule: INT4 absmax/7.5, FP4 as the library quantizes)")
 	fl.BoolVar(&f.signedScales, "signed-scales", false, "EXPERIMENTAL: Q4_0-style signed scales (the extreme value lands on -8); untested in the engines' kernels")
 	fl.StringVar(&f.targets, "targets", convert.DefaultTargets, "regex over module names: the Linear modules quantized to INT4 in the decode checkpoint")
@@ -62,28 +62,31 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.onUnsupported, "on-unsupported", "error", "a target that cannot be quantized (shape not divisible by the group): error, or skip (keep it dense and list it in the report)")
 }
 
-// decodeFormatDocs describes each decode format for the help of --decode-format and the list in
-// pdq convert --help: one entry per convert.DecodeFormats, in its order (TestDecodeFormatDocs).
-var decodeFormatDocs = []struct {
-	format convert.DecodeFormat
-	layout string // the tensors and their scales
-	gpus   string // where the engines run it (engines.SupportTable has the rules)
-}{
-	{convert.DecodeInt4, "pack-quantized INT4, BF16 scale per --group-size (32 default, 64, 128 or per channel)", "vLLM and SGLang on Hopper and Blackwell"},
-	{convert.DecodeNVFP4, "nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale shared by an expert's gate and up", "weight-only through FP4 Marlin from Ampere on (vLLM; SGLang's recent weight-only scheme)"},
-	{convert.DecodeMXFP4, "mxfp4-pack-quantized: E2M1, power-of-two scale per 32", "Marlin from Ampere on, vLLM and SGLang"},
-	{convert.DecodeW4AFP8, "INT4 g128 declaring dynamic per-token FP8 activations", "the W4A8 kernels, SM90 (Hopper) only; shapes they refuse are refused"},
+// fixedGroupsHelp says, for the help of --group-size, which decode formats fix their group size:
+// " (a, b and c fix theirs: 16, 32, 128)", or "" when none does.
+func fixedGroupsHelp() string {
+	var names, sizes []string
+	for _, f := range convert.Formats() {
+		if f.FixedGroup > 0 {
+			names = append(names, string(f.Format))
+			sizes = append(sizes, strconv.Itoa(f.FixedGroup))
+		}
+	}
+	if names == nil {
+		return ""
+	}
+	return " (" + joinList(names, "and") + " fix theirs: " + strings.Join(sizes, ", ") + ")"
 }
 
 // decodeFormatHelp is the help of --decode-format: which GPUs and engines each format suits.
 func decodeFormatHelp() string {
 	var b strings.Builder
 	b.WriteString("routed experts' format in the decode checkpoint: ")
-	for i, d := range decodeFormatDocs {
+	for i, d := range convert.Formats() {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s (%s; %s)", d.format, d.layout, d.gpus)
+		fmt.Fprintf(&b, "%s (%s; %s)", d.Format, d.Layout, d.GPUs)
 	}
 	b.WriteString(". pdq plan names the GPUs each engine loads it on; formats with fixed groups refuse a --group-size saying otherwise")
 	return b.String()
@@ -94,13 +97,13 @@ func decodeFormatHelp() string {
 func decodeFormatList(indent int) string {
 	var b strings.Builder
 	pad := strings.Repeat(" ", indent)
-	for _, d := range decodeFormatDocs {
-		text := d.layout + "; " + d.gpus
-		if g := d.format.FixedGroup(); g > 0 {
-			text += fmt.Sprintf("; fixed groups of %d", g)
+	for _, d := range convert.Formats() {
+		text := d.Layout + "; " + d.GPUs
+		if d.FixedGroup > 0 {
+			text += fmt.Sprintf("; fixed groups of %d", d.FixedGroup)
 		}
 		words := strings.Fields(text)
-		line := fmt.Sprintf("%s%-8s", pad, d.format)
+		line := fmt.Sprintf("%s%-8s", pad, d.Format)
 		for _, w := range words {
 			if len(line)+1+len(w) > 98 {
 				b.WriteString(line + "\n")

@@ -53,14 +53,14 @@ the tensor names and shapes of a real MoE model: GLM-4.x style (grouped-query at
 and biases) or DeepSeek-V3 style (multi-head latent attention, as in Kimi K2 and GLM-5), dense first
 layers, routed and shared experts, router, norms, embeddings and head.
 
-Values are realistic: normal with per-row gains, some heavy-tailed (Student-t) tensors and a few
+` + wrapText(`Values are realistic: normal with per-row gains, some heavy-tailed (Student-t) tensors and a few
 outliers. With --fp8 every Linear weight is stored as F8_E4M3 with F32 weight_scale_inv per 128x128
 block, like DeepSeek-V3 and GLM-5-FP8. With --quantized-experts the routed experts are stored already
 quantized in compressed-tensors' layouts and the rest in BF16, as Kimi K2-Thinking and K2.6 ship them
 (int4: pack-quantized, symmetric, --expert-group-size 32 by default) or as llm-compressor writes FP4
-experts (nvfp4, mxfp4): sources for converting an already-quantized checkpoint. --size picks the number of layers to reach about that many
+experts (`+fp4Experts()+`): sources for converting an already-quantized checkpoint. --size picks the number of layers to reach about that many
 bytes; --config lays out a real model from its config.json (use with --header-only for a sparse
-full-size copy that costs no disk). The same flags and --seed always give byte-identical files.`,
+full-size copy that costs no disk). The same flags and --seed always give byte-identical files.`, 98),
 		Example: `  pdq testdata gen --out /tmp/tiny
   pdq testdata gen --out /tmp/fp8 --style deepseek --fp8 --size 2GiB
   pdq testdata gen --out /tmp/glm5 --config testdata/configs/glm-5.json --fp8 --header-only  # from the repository root
@@ -159,4 +159,10 @@ func runGen(cmd *cobra.Command, o genOptions) error {
 			formatBytes(o.size), o.style, formatBytes(data))
 	}
 	return nil
+}
+
+// fp4Experts lists the already-quantized expert layouts of --quantized-experts beside INT4's,
+// comma-separated, as the synthetic generator names them (synth.ExpertFormats).
+func fp4Experts() string {
+	return strings.Join(slices.DeleteFunc(slices.Clone(synth.ExpertFormats), func(f string) bool { return f == synth.ExpertsInt4 }), ", ")
 }

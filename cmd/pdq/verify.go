@@ -44,12 +44,11 @@ written bytes and compared with report.json when it is there.
 With one URL (s3://bucket/prefix or file:///path), verify checks a published version against its
 manifest: sizes and stored checksums where the store can answer, every byte with --deep.
 
-With --engine sglang|vllm|all and one DIR, verify applies the serving engines' loading rules
+` + wrapText(`With --engine sglang|vllm|all and one DIR, verify applies the serving engines' loading rules
 (written from their source, cited in docs/SERVING.md) to config.json and the tensor headers:
 every module an engine would refuse or mis-load is named with the rule and its source, and the
-launch flags the checkpoint needs are listed. For the routed experts' format (INT4, NVFP4, MXFP4,
-W4AFP8) it prints which GPU generations each engine loads it on, or with --gpu refuses it where
-that GPU cannot.
+launch flags the checkpoint needs are listed. For the routed experts' format (`+formatTitles()+`) it prints which GPU generations each engine loads it on, or with --gpu refuses it where
+that GPU cannot.`, 97) + `
 
 Exit status 1 when anything is wrong; every problem is listed.`,
 		Example: `  pdq verify /models/GLM-5-FP8 /data/glm5-pd/decode
@@ -57,7 +56,7 @@ Exit status 1 when anything is wrong; every problem is listed.`,
   pdq verify s3://models/glm5/v1/decode --deep
   pdq verify --engine sglang --tp 8 /data/glm5-pd          # both outputs, SGLang's rules
   pdq verify --engine all /data/glm5-pd/decode --json
-  pdq verify --engine vllm --gpu h200 --tp 8 /data/k2-nvfp4/decode   # NVFP4 experts on Hopper`,
+  pdq verify --engine vllm --gpu h200 --tp 8 /data/k2-` + string(exampleFormat().Format) + `/decode   # ` + exampleFormat().Title + ` experts on Hopper`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.engine != "" {
 				if len(args) == 1 {

@@ -219,7 +219,7 @@ func TestFP4EqualsQuantizeFP4(t *testing.T) {
 			}
 			for k, f := range fs {
 				opt := quantize.FP4Options{Format: quantize.PackedMXFP4}
-				if f.Kind == compare.KindNVFP4 {
+				if f.Decode == convert.DecodeNVFP4 {
 					opt = quantize.FP4Options{Format: quantize.PackedNVFP4, Global: global}
 				}
 				q, err := quantize.QuantizeFP4(ctx, w, m.Rows, m.Cols, opt)
@@ -361,10 +361,7 @@ func TestDecodeTensorsEqualPlan(t *testing.T) {
 			o := convert.Options{GroupSize: f.Group, Only: convert.KindDecode, DecodeDense: convert.DenseFP8}
 			if f.Kind != compare.KindInt4 {
 				o.GroupSize = 0
-				o.DecodeFormat = convert.DecodeNVFP4
-				if f.Kind == compare.KindMXFP4 {
-					o.DecodeFormat = convert.DecodeMXFP4
-				}
+				o.DecodeFormat = f.Decode
 			}
 			ck, _ := safetensors.Open(src)
 			cfg, _ := rules.LoadConfig(ck.Dir)
@@ -430,7 +427,7 @@ func TestSizes(t *testing.T) {
 	}
 	for i, s := range sums {
 		f := fs[i]
-		perModule := map[compare.Kind]int64{compare.KindInt4: 16, compare.KindNVFP4: 4}[f.Kind]
+		perModule := map[string]int64{"int4-g32": 16, "int4-g64": 16, "int4-g128": 16, "int4-channel": 16, "nvfp4": 4}[f.Name]
 		want := int64(float64(elems)*s.BitsPerWeight/8) + perModule*int64(len(compare.Targets(p)))
 		if s.TargetBytes != want {
 			t.Errorf("%s: target bytes %d, want %d", f.Name, s.TargetBytes, want)

@@ -1,6 +1,7 @@
 // Package compare measures several decode formats of the routed experts side by side on the
 // same source tensors, in one pass over the source: INT4 with BF16 group scales (g32, g64,
-// g128, per channel), NVFP4 and MXFP4. For each format it gives the error of the bytes the
+// g128, per channel) and every decode format whose registration says how to measure it
+// (convert.FormatInfo.Compare). For each format it gives the error of the bytes the
 // format would store (SQNR overall, per projection, per layer), the bytes the decode
 // checkpoint would hold, and, given a serving setup, the weights per GPU and the KV-cache
 // tokens each format leaves a decode server (the arithmetic of pdq plan).
@@ -15,8 +16,8 @@ import (
 	"fmt"
 	"strings"
 
-	"pdq/kernels"
 	"pdq/quantize"
+	"pdq/quantize/convert"
 )
 
 // Sentinel errors.
@@ -36,30 +37,53 @@ type Kind int
 
 // The kinds.
 const (
-	KindInt4  Kind = iota // compressed-tensors pack-quantized INT4, BF16 scale per group
-	KindNVFP4             // nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale
-	KindMXFP4             // mxfp4-pack-quantized: E2M1, E8M0 scale per 32
+	KindInt4   Kind = iota // compressed-tensors pack-quantized INT4, BF16 scale per group
+	KindDecode             // another decode format, measured by its registered hook (convert.CompareInfo)
 )
 
 // Format is one decode format of the routed experts.
 type Format struct {
-	Name  string // as given on the command line: int4-g32, int4-g128, nvfp4, mxfp4, ...
+	Name  string // as given on the command line: int4-g32, int4-g128, or a decode format's name
 	Kind  Kind
 	Group int // elements per scale; quantize.PerChannel for INT4 with one scale per row
+	// Decode is the decode format of a KindDecode format, and Info how compare measures it.
+	Decode convert.DecodeFormat
+	Info   *convert.CompareInfo
 }
 
-// Formats lists every format compare knows, in the order tables show them.
-var Formats = []Format{
-	{"int4-g32", KindInt4, 32},
-	{"int4-g64", KindInt4, 64},
-	{"int4-g128", KindInt4, 128},
-	{"int4-channel", KindInt4, quantize.PerChannel},
-	{"nvfp4", KindNVFP4, kernels.NVFP4GroupSize},
-	{"mxfp4", KindMXFP4, kernels.MXFP4GroupSize},
+// Formats lists every format compare knows, in the order tables show them: INT4's group sizes,
+// then the decode formats that register a CompareInfo, in their order.
+var Formats = knownFormats()
+
+// knownFormats builds Formats from the registry of decode formats.
+func knownFormats() []Format {
+	out := []Format{
+		{Name: "int4-g32", Kind: KindInt4, Group: 32},
+		{Name: "int4-g64", Kind: KindInt4, Group: 64},
+		{Name: "int4-g128", Kind: KindInt4, Group: 128},
+		{Name: "int4-channel", Kind: KindInt4, Group: quantize.PerChannel},
+	}
+	for _, f := range convert.Formats() {
+		if f.Compare != nil {
+			out = append(out, Format{Name: string(f.Format), Kind: KindDecode, Group: f.FixedGroup, Decode: f.Format, Info: f.Compare})
+		}
+	}
+	return out
 }
 
-// DefaultFormats are the formats measured unless told otherwise.
-const DefaultFormats = "int4-g32,int4-g128,nvfp4,mxfp4"
+// DefaultFormats are the formats measured unless told otherwise: INT4 g32 (convert's default)
+// and g128, and every registered decode format compare measures.
+var DefaultFormats = defaultFormats()
+
+func defaultFormats() string {
+	names := []string{"int4-g32", "int4-g128"}
+	for _, f := range Formats {
+		if f.Kind == KindDecode {
+			names = append(names, f.Name)
+		}
+	}
+	return strings.Join(names, ",")
+}
 
 // ParseFormats parses a comma-separated list of format names (ErrBadFormat for an unknown or
 // repeated one). The formats keep the order given.
@@ -134,5 +158,5 @@ func (f Format) BitsPerWeight(cols int) float64 {
 	if f.Kind == KindInt4 {
 		return 4 + 16/g
 	}
-	return 4 + 8/g
+	return 4 + float64(f.Info.ScaleBits)/g
 }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"pdq/internal/par"
-	"pdq/kernels"
 	"pdq/quantize"
 	"pdq/quantize/convert"
 )
@@ -45,8 +44,8 @@ type Module struct {
 	// Metrics holds the error of each format's bytes (indexed like Result.Formats), its slabs'
 	// figures merged in order as a conversion's report merges them.
 	Metrics []quantize.Metrics
-	// Global is the module's NVFP4 global scale (shared by an expert's gate and up), 0
-	// without NVFP4.
+	// Global is the scale the module shares with its expert's gate or up projection in the
+	// first measured format that has one (convert.CompareInfo.Shared), 0 without such a format.
 	Global float32
 }
 
@@ -80,8 +79,8 @@ func Targets(p *convert.Plan) []*convert.Module {
 }
 
 // Run measures every format on the plan's decode targets (those Options select), reading the
-// source once (twice the gate and up projections when NVFP4 is measured: their global scale is
-// the largest value of both), a slab at a time: memory is one slab per worker.
+// source once (twice the gate and up projections when a format with a shared scale is measured:
+// it comes from the largest value of both), a slab at a time: memory is one slab per worker.
 func Run(ctx context.Context, p *convert.Plan, o Options) (*Result, error) {
 	if len(o.Formats) == 0 {
 		o.Formats, _ = ParseFormats(DefaultFormats)
@@ -187,7 +186,8 @@ func selectModules(targets []*convert.Module, o Options) []*convert.Module {
 }
 
 // pairUnits groups the modules into units of work: an expert's gate and up projections (w1
-// and w3) together, as they share the NVFP4 global scale the engines' fused w13 GEMM needs;
+// and w3) together, as they share the global scale of the formats that have one (the engines'
+// fused w13 GEMM needs it);
 // every other module alone. Units keep the modules' order.
 func pairUnits(mods []Module) [][]int {
 	var units [][]int
@@ -228,11 +228,23 @@ type unit struct {
 }
 
 func (u *unit) run(ctx context.Context, idx []int) error {
-	var global float32
-	if slices.ContainsFunc(u.o.Formats, func(f Format) bool { return f.Kind == KindNVFP4 }) {
-		var err error
-		if global, err = u.global(ctx, idx); err != nil {
+	shared := make([]float32, len(u.o.Formats)) // each format's shared scale
+	if slices.ContainsFunc(u.o.Formats, func(f Format) bool { return f.Info != nil && f.Info.Shared != nil }) {
+		amax, err := u.amax(ctx, idx)
+		if err != nil {
 			return err
+		}
+		for k, f := range u.o.Formats {
+			if f.Info != nil && f.Info.Shared != nil {
+				shared[k] = f.Info.Shared(amax)
+			}
+		}
+	}
+	global := float32(0)
+	for k, f := range u.o.Formats {
+		if f.Info != nil && f.Info.Shared != nil {
+			global = shared[k]
+			break
 		}
 	}
 	for _, i := range idx {
@@ -248,7 +260,7 @@ func (u *unit) run(ctx context.Context, idx []int) error {
 			}
 			for k, f := range u.o.Formats {
 				var met quantize.Metrics
-				if err := u.measure(ctx, &met, f, vals, rs, m.Cols, first, global); err != nil {
+				if err := u.measure(ctx, &met, f, vals, rs, m.Cols, first, shared[k]); err != nil {
 					return fmt.Errorf("compare: %s: module %q: %w", f.Name, m.Name, err)
 				}
 				d.Metrics[k].Merge(met)
@@ -273,9 +285,9 @@ func (u *unit) decode(m *convert.Module, rs convert.Rows) ([]float32, int64, err
 	return vals, first, err
 }
 
-// global returns the NVFP4 global scale of the unit's modules together, from the largest
-// magnitude of their values, refusing NaN and ±Inf.
-func (u *unit) global(ctx context.Context, idx []int) (float32, error) {
+// amax returns the largest magnitude of the values of the unit's modules together (from which
+// the formats' shared scales come), refusing NaN and ±Inf.
+func (u *unit) amax(ctx context.Context, idx []int) (float32, error) {
 	var amax float32
 	for _, i := range idx {
 		m := u.mods[i]
@@ -295,11 +307,12 @@ func (u *unit) global(ctx context.Context, idx []int) (float32, error) {
 			}
 		}
 	}
-	return kernels.NVFP4GlobalScale(amax), nil
+	return amax, nil
 }
 
 // measure quantizes one slab's values with format f and adds the error of the bytes it gives
-// to met: the conversion's quantizer and error sums for the format.
+// to met: the conversion's quantizer and error sums for the format (its registered Measure
+// beyond INT4), global its shared scale.
 func (u *unit) measure(ctx context.Context, met *quantize.Metrics, f Format, vals []float32, rs convert.Rows, cols int, first int64, global float32) error {
 	rows := rs.R1 - rs.R0
 	switch f.Kind {
@@ -314,17 +327,5 @@ func (u *unit) measure(ctx context.Context, met *quantize.Metrics, f Format, val
 		met.Clipped += u.i4.Clipped
 		return nil
 	}
-	opt := quantize.FP4Options{Format: quantize.PackedMXFP4, Method: u.o.Method, Workers: 1, FirstRow: rs.R0}
-	if f.Kind == KindNVFP4 {
-		opt.Format, opt.Global = quantize.PackedNVFP4, global
-	}
-	q, err := quantize.QuantizeFP4(ctx, vals, rows, cols, opt)
-	if err != nil {
-		return err
-	}
-	if err := met.AddFP4(vals, q, first); err != nil {
-		return err
-	}
-	met.Clipped += q.Clipped
-	return nil
+	return f.Info.Measure(ctx, met, vals, rows, cols, rs.R0, first, u.o.Method, global)
 }

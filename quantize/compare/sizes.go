@@ -8,14 +8,11 @@ import (
 	"pdq/serving"
 )
 
-// decodeFormat is the conversion's name of the format and its INT4 group size (0 for FP4),
-// as the serving package sizes formats.
+// decodeFormat is the conversion's name of the format and its INT4 group size (0 for the
+// formats with fixed groups), as the serving package sizes formats.
 func (f Format) decodeFormat() (convert.DecodeFormat, int) {
-	switch f.Kind {
-	case KindNVFP4:
-		return convert.DecodeNVFP4, 0
-	case KindMXFP4:
-		return convert.DecodeMXFP4, 0
+	if f.Kind == KindDecode {
+		return f.Decode, 0
 	}
 	return convert.DecodeInt4, f.Group
 }

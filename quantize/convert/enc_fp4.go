@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 
+	"pdq/kernels"
 	"pdq/quantize"
+	"pdq/quantize/engines"
 	"pdq/quantize/report"
 	"pdq/safetensors"
 )
@@ -22,14 +24,77 @@ type fp4Encoding struct {
 	key    string // its config group's key
 }
 
+// The FP4 decode formats and their schemes.
+const (
+	DecodeNVFP4 DecodeFormat = "nvfp4" // compressed-tensors nvfp4-pack-quantized (docs/FP4.md)
+	DecodeMXFP4 DecodeFormat = "mxfp4" // compressed-tensors mxfp4-pack-quantized (docs/FP4.md)
+
+	SchemeNVFP4 Scheme = "nvfp4" // E2M1, e4m3 scale per 16, F32 global scale
+	SchemeMXFP4 Scheme = "mxfp4" // E2M1, E8M0 scale per 32
+)
+
 var (
-	nvfp4Encoding = fp4Encoding{scheme: SchemeNVFP4, format: quantize.PackedNVFP4, group: DecodeNVFP4.FixedGroup(), key: "nvfp4"}
-	mxfp4Encoding = fp4Encoding{scheme: SchemeMXFP4, format: quantize.PackedMXFP4, group: DecodeMXFP4.FixedGroup(), key: "mxfp4"}
+	nvfp4Encoding = fp4Encoding{scheme: SchemeNVFP4, format: quantize.PackedNVFP4, group: kernels.NVFP4GroupSize, key: "nvfp4"}
+	mxfp4Encoding = fp4Encoding{scheme: SchemeMXFP4, format: quantize.PackedMXFP4, group: kernels.MXFP4GroupSize, key: "mxfp4"}
 )
 
 func init() {
 	register(nvfp4Encoding)
 	register(mxfp4Encoding)
+	registerFormat(FormatInfo{
+		Format: DecodeNVFP4, Title: "NVFP4", Scheme: SchemeNVFP4, FixedGroup: kernels.NVFP4GroupSize,
+		Layout:  "nvfp4-pack-quantized: E2M1, e4m3 scale per 16, F32 global scale shared by an expert's gate and up",
+		GPUs:    "weight-only through FP4 Marlin from Ampere on (vLLM; SGLang's recent weight-only scheme)",
+		Engine:  engines.FormatNVFP4,
+		Tensors: nvfp4Encoding.tensors,
+		Report:  report.SchemeInfo{Family: report.FamilyFP4, Quantized: true, Stored: storedFrom(nvfp4Encoding.tensors, kernels.NVFP4GroupSize)},
+		Compare: &CompareInfo{
+			Doc:       "E2M1 in groups of 16 with e4m3 scales and a global scale, 4.5 bits per weight",
+			Note:      "NVFP4 uses one global scale for an expert's gate and up projections together, as the engines' fused GEMM expects (their values are read twice for it).",
+			ScaleBits: 8, Shared: kernels.NVFP4GlobalScale, Measure: nvfp4Encoding.measure,
+		},
+	}, 10)
+	registerFormat(FormatInfo{
+		Format: DecodeMXFP4, Title: "MXFP4", Scheme: SchemeMXFP4, FixedGroup: kernels.MXFP4GroupSize,
+		Layout:  "mxfp4-pack-quantized: E2M1, power-of-two scale per 32",
+		GPUs:    "Marlin from Ampere on, vLLM and SGLang",
+		Engine:  engines.FormatMXFP4,
+		Tensors: mxfp4Encoding.tensors,
+		Report:  report.SchemeInfo{Family: report.FamilyFP4, Quantized: true, Stored: storedFrom(mxfp4Encoding.tensors, kernels.MXFP4GroupSize)},
+		Compare: &CompareInfo{
+			Doc:       "E2M1 in groups of 32 with power-of-two scales, 4.25 bits",
+			ScaleBits: 8, Measure: mxfp4Encoding.measure,
+		},
+	}, 20)
+}
+
+// tensors are the format's tensors for a rows×cols weight: the E2M1 codes two per byte, a scale
+// per group (e4m3 for NVFP4, E8M0 for MXFP4) and NVFP4's F32 global scale.
+func (e fp4Encoding) tensors(rows, cols, group int64) []TensorShape {
+	ts := []TensorShape{{suffixPacked[1:], safetensors.U8, []int64{rows, cols / 2}}}
+	if e.format == quantize.PackedMXFP4 {
+		return append(ts, TensorShape{suffixScale[1:], safetensors.U8, []int64{rows, cols / group}})
+	}
+	return append(ts, TensorShape{suffixScale[1:], safetensors.F8E4M3, []int64{rows, cols / group}},
+		TensorShape{suffixGlobal[1:], safetensors.F32, []int64{1}})
+}
+
+// measure is how pdq compare measures the format (CompareInfo.Measure): the conversion's
+// quantizer and error sums on one slab, global the NVFP4 global scale.
+func (e fp4Encoding) measure(ctx context.Context, met *quantize.Metrics, vals []float32, rows, cols, firstRow int, first int64, method quantize.Method, global float32) error {
+	opt := quantize.FP4Options{Format: e.format, Method: method, Workers: 1, FirstRow: firstRow}
+	if e.format == quantize.PackedNVFP4 {
+		opt.Global = global
+	}
+	q, err := quantize.QuantizeFP4(ctx, vals, rows, cols, opt)
+	if err != nil {
+		return err
+	}
+	if err := met.AddFP4(vals, q, first); err != nil {
+		return err
+	}
+	met.Clipped += q.Clipped
+	return nil
 }
 
 func (e fp4Encoding) Scheme() Scheme { return e.scheme }
@@ -213,7 +278,8 @@ func (e *fp4Encoder) begin(ctx context.Context, j *job) error {
 	e.j, e.b = j, j.b.(*fp4Bound)
 	opt := quantize.FP4Options{Format: e.b.enc.format, Method: e.b.o.Method, Workers: 1, FirstRow: j.s.r0, Global: 1}
 	if e.b.nv() && !j.wk.null {
-		g, err := j.wk.r.globals.get(ctx, j.wk.r.plan, j.m)
+		globals := j.wk.r.shared.get("fp4-globals", func() any { return new(fp4Globals) }).(*fp4Globals)
+		g, err := globals.get(ctx, j.wk.r.plan, j.m)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"pdq/calib"
 	"pdq/quantize"
+	"pdq/quantize/engines"
 	"pdq/quantize/report"
 	"pdq/safetensors"
 )
@@ -18,7 +19,33 @@ import (
 // search or GPTQ.
 type int4Encoding struct{}
 
-func init() { register(int4Encoding{}) }
+func init() {
+	register(int4Encoding{})
+	registerFormat(FormatInfo{
+		Format: DecodeInt4, Title: "INT4", Scheme: SchemeInt4,
+		Layout:  "pack-quantized INT4, BF16 scale per --group-size (32 default, 64, 128 or per channel)",
+		GPUs:    "vLLM and SGLang on Hopper and Blackwell",
+		Engine:  engines.FormatInt4,
+		Report:  report.Info(SchemeInt4),
+		Tensors: int4Tensors,
+		widthRule: func(o *Options) (string, int) {
+			if o.GroupSize == PerChannel {
+				return "", 0
+			}
+			return fmt.Sprintf("decode INT4 g%d", o.GroupSize), max(64, o.GroupSize)
+		},
+	}, 0)
+}
+
+// int4Tensors are the pack-quantized tensors of a rows×cols weight with groups of group
+// columns: the levels eight per I32, a BF16 scale per group, the I64 shape.
+func int4Tensors(rows, cols, group int64) []TensorShape {
+	return []TensorShape{
+		{suffixPacked[1:], safetensors.I32, []int64{rows, cols / 8}},
+		{suffixScale[1:], safetensors.BF16, []int64{rows, cols / max(group, 1)}},
+		{suffixWeightShape[1:], safetensors.I64, []int64{2}},
+	}
+}
 
 func (int4Encoding) Scheme() Scheme { return SchemeInt4 }
 
@@ -55,13 +82,16 @@ func (int4Encoding) ctGroup(o *Options) (key, format string, group map[string]an
 	}
 }
 
-// int4Bound is INT4 bound to one module (W4AFP8's tensors too).
+// int4Bound is INT4 bound to one module (or another format storing INT4's tensors).
 type int4Bound struct {
-	scheme Scheme // SchemeInt4 or SchemeW4AFP8
+	scheme Scheme // SchemeInt4 or the other format's
 	m      *Module
 	kind   OutputKind
 	o      *Options
 	group  int // the group width in columns (Cols per channel)
+	// weights, when set, is how the format's kernels read the bytes back (measured and
+	// verified on those weights).
+	weights *quantize.EngineWeights
 }
 
 func (b *int4Bound) Scheme() Scheme { return b.scheme }
@@ -124,11 +154,11 @@ func (b *int4Bound) Dequantize(dst []float32, read TensorReader) (string, error)
 	}
 	g := m.Cols / int(st.Shape[1])
 	deq := func() error { return quantize.DequantizeInt4(dst, packed, scales, st.DType, m.Rows, m.Cols, g) }
-	if b.scheme == SchemeW4AFP8 { // the weights vLLM's W4A8 kernels compute with, as the report measured
-		if st.DType != safetensors.BF16 || g != quantize.W4AFP8GroupSize {
-			return fmt.Sprintf("tensor %q: %s scales in groups of %d, want BF16 in groups of %d", st.Name, st.DType, g, quantize.W4AFP8GroupSize), nil
+	if w := b.weights; w != nil { // the weights the format's kernels compute with, as the report measured
+		if st.DType != safetensors.BF16 || g != w.Group {
+			return fmt.Sprintf("tensor %q: %s scales in groups of %d, want BF16 in groups of %d", st.Name, st.DType, g, w.Group), nil
 		}
-		deq = func() error { return quantize.W4AFP8Dequantize(dst, packed, scales, m.Rows, m.Cols) }
+		deq = func() error { return w.Dequantize(dst, packed, scales, m.Rows, m.Cols) }
 	}
 	if err := deq(); err != nil {
 		return fmt.Sprintf("tensor %q: %v", m.Name+suffixPacked, err), nil
@@ -173,7 +203,7 @@ func checkShape(b []byte, dt safetensors.DType, m *Module) string {
 // options returns the quantizer's options for slab s on the worker's backend.
 func (b *int4Bound) options(wk *worker, s *slab) quantize.Int4Options {
 	return quantize.Int4Options{GroupSize: b.o.GroupSize, Method: b.o.Method, SignedScales: b.o.SignedScales, Workers: 1,
-		Backend: wk.backend, FirstRow: s.r0, W4AFP8: b.scheme == SchemeW4AFP8}
+		Backend: wk.backend, FirstRow: s.r0, Weights: b.weights}
 }
 
 func (b *int4Bound) newEncoder() encoder { return &int4Encoder{} }

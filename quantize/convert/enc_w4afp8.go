@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"pdq/quantize"
+	"pdq/quantize/engines"
+	"pdq/quantize/report"
 	"pdq/quantize/rules"
 )
 
@@ -14,7 +16,28 @@ import (
 // kernels refuse (ErrW4AFP8Shape).
 type w4afp8Encoding struct{}
 
-func init() { register(w4afp8Encoding{}) }
+// DecodeW4AFP8 is INT4 g128 with dynamic FP8 activations (vLLM's SM90 W4A8), and SchemeW4AFP8
+// its scheme: INT4 g128 symmetric weights with dynamic per-token FP8 activations.
+const (
+	DecodeW4AFP8 DecodeFormat = "w4afp8"
+	SchemeW4AFP8 Scheme       = "w4afp8"
+)
+
+func init() {
+	register(w4afp8Encoding{})
+	registerFormat(FormatInfo{
+		Format: DecodeW4AFP8, Title: "W4AFP8", Scheme: SchemeW4AFP8, FixedGroup: quantize.W4AFP8GroupSize,
+		Layout:  "INT4 g128 declaring dynamic per-token FP8 activations",
+		GPUs:    "the W4A8 kernels, SM90 (Hopper) only; shapes they refuse are refused",
+		Engine:  engines.FormatW4AFP8,
+		Report:  report.Info(SchemeInt4), // INT4 g128 tensors
+		Tensors: int4Tensors,
+		Refusal: ErrW4AFP8Shape, RefusedBy: "vLLM's W4A8 kernels",
+		widthRule: func(*Options) (string, int) {
+			return "decode W4AFP8", 256 // vLLM's W4A8 MoE kernels (quantize.CheckW4AFP8Experts)
+		},
+	}, 30)
+}
 
 // ErrW4AFP8Shape: a module's shape is one vLLM's W4A8 kernels refuse (it wraps ErrUnsupported).
 var ErrW4AFP8Shape = fmt.Errorf("%w: shape outside vLLM's W4A8 FP8 kernels", ErrUnsupported)
@@ -22,7 +45,7 @@ var ErrW4AFP8Shape = fmt.Errorf("%w: shape outside vLLM's W4A8 FP8 kernels", Err
 func (w4afp8Encoding) Scheme() Scheme { return SchemeW4AFP8 }
 
 func (w4afp8Encoding) Bind(m *Module, kind OutputKind, o *Options) Bound {
-	return &int4Bound{scheme: SchemeW4AFP8, m: m, kind: kind, o: o, group: o.group(m.Cols)}
+	return &int4Bound{scheme: SchemeW4AFP8, m: m, kind: kind, o: o, group: o.group(m.Cols), weights: quantize.W4AFP8Weights}
 }
 
 func (w4afp8Encoding) refusal() error { return ErrW4AFP8Shape }

@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"pdq/quantize"
 	"pdq/safetensors"
@@ -192,4 +193,26 @@ func isDecodeFormat(format string) bool {
 		}
 	}
 	return false
+}
+
+// runState is what the encodings share across the modules of one run (the scale an expert's
+// gate and up projections share, say): one value per key, made on first use.
+type runState struct {
+	mu sync.Mutex
+	m  map[string]any
+}
+
+// get returns the run's value under key, made by mk the first time.
+func (s *runState) get(key string, mk func() any) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]any{}
+	}
+	v, ok := s.m[key]
+	if !ok {
+		v = mk()
+		s.m[key] = v
+	}
+	return v
 }

@@ -21,25 +21,20 @@ const (
 	SchemeFP8Block = report.SchemeFP8Block
 	SchemeFP8Keep  = report.SchemeFP8Keep
 	SchemeBF16     = report.SchemeBF16
-	SchemeNVFP4    = report.SchemeNVFP4
-	SchemeMXFP4    = report.SchemeMXFP4
-	SchemeW4AFP8   = report.SchemeW4AFP8
 	SchemePassed   = report.SchemePassed
 )
 
 // DecodeFormat is the format of the routed experts in the decode checkpoint.
 type DecodeFormat string
 
-// The decode formats. The zero value is DecodeInt4, so that plans of INT4 runs keep their IDs.
-const (
-	DecodeInt4   DecodeFormat = "int4"   // compressed-tensors pack-quantized INT4 (default)
-	DecodeNVFP4  DecodeFormat = "nvfp4"  // compressed-tensors nvfp4-pack-quantized (docs/FP4.md)
-	DecodeMXFP4  DecodeFormat = "mxfp4"  // compressed-tensors mxfp4-pack-quantized (docs/FP4.md)
-	DecodeW4AFP8 DecodeFormat = "w4afp8" // INT4 g128 with dynamic FP8 activations (vLLM's SM90 W4A8)
-)
+// DecodeInt4 is compressed-tensors pack-quantized INT4, the default decode format. It is the
+// zero value, so that plans of INT4 runs keep their IDs. The other formats are declared in their
+// encodings' files (enc_*.go) and registered with their descriptions (FormatInfo).
+const DecodeInt4 DecodeFormat = "int4"
 
-// DecodeFormats lists the decode formats in the order help and errors name them.
-var DecodeFormats = []DecodeFormat{DecodeInt4, DecodeNVFP4, DecodeMXFP4, DecodeW4AFP8}
+// DecodeFormats lists the registered decode formats in the order help and errors name them
+// (Formats describes them).
+var DecodeFormats []DecodeFormat
 
 // DenseForm is what the decode checkpoint keeps for the Linears it does not make INT4.
 type DenseForm string
@@ -128,29 +123,17 @@ func (o *Options) decodeFormat() DecodeFormat {
 
 // targetScheme is the encoding of the decode output's targets.
 func (o *Options) targetScheme() Scheme {
-	switch o.decodeFormat() {
-	case DecodeNVFP4:
-		return SchemeNVFP4
-	case DecodeMXFP4:
-		return SchemeMXFP4
-	case DecodeW4AFP8:
-		return SchemeW4AFP8
+	if f, ok := FormatOf(o.decodeFormat()); ok {
+		return f.Scheme
 	}
 	return SchemeInt4
 }
 
-// FixedGroup is the group size decode format f fixes (NVFP4 16, MXFP4 32, W4AFP8 128), 0 when
-// Options.GroupSize chooses it (INT4).
+// FixedGroup is the group size decode format f fixes (FormatInfo.FixedGroup), 0 when
+// Options.GroupSize chooses it (INT4) or f is not registered.
 func (f DecodeFormat) FixedGroup() int {
-	switch f {
-	case DecodeNVFP4:
-		return 16
-	case DecodeMXFP4:
-		return 32
-	case DecodeW4AFP8:
-		return quantize.W4AFP8GroupSize
-	}
-	return 0
+	info, _ := FormatOf(f)
+	return info.FixedGroup
 }
 
 // fixedGroup is the group size the decode format fixes, 0 when Options.GroupSize chooses it.
@@ -204,7 +187,7 @@ func (o *Options) defaults() error {
 	case o.Only != "" && o.Only != KindPrefill && o.Only != KindDecode:
 		return fmt.Errorf("%w: only %q (want prefill or decode)", ErrBadOptions, o.Only)
 	case !slices.Contains(DecodeFormats, o.decodeFormat()):
-		return fmt.Errorf("%w: decode format %q (want int4, nvfp4, mxfp4 or w4afp8)", ErrBadOptions, o.DecodeFormat)
+		return errFormat(o.DecodeFormat)
 	case encodings[o.targetScheme()] == nil:
 		return fmt.Errorf("%w: decode format %q is not built yet", ErrBadOptions, o.DecodeFormat)
 	case o.OnUnsupported != UnsupportedError && o.OnUnsupported != UnsupportedSkip:

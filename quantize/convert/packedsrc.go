@@ -399,3 +399,11 @@ func (m *Module) SourceInt4Group() int {
 	}
 	return m.Packed.layout.GroupSize
 }
+
+// SourcesRead says what pdq reads as a source, for messages: the dense dtypes and the
+// already-quantized layouts of this file.
+const SourcesRead = "BF16, F16, F32 and FP8 weights, compressed-tensors pack-quantized INT4, nvfp4- and mxfp4-pack-quantized experts, and ModelOpt NVFP4"
+
+// QuantizedSources names the already-quantized sources pdq reads, for help: the layouts of this
+// file and the checkpoints that ship them.
+const QuantizedSources = "compressed-tensors pack-quantized INT4 experts (Kimi K2-Thinking, K2.6), nvfp4- or mxfp4-pack-quantized ones, or ModelOpt NVFP4"

@@ -96,7 +96,7 @@ func (p *Plan) configWarnings() []string {
 
 // engineWarnings checks the expert width against what vLLM and SGLang need per tensor-parallel
 // rank (FORMATS.md §4, §5): FP8 blocks need the intermediate size per rank to be a multiple of
-// 128, INT4 groups a multiple of max(64, group size), W4AFP8 a multiple of 256. GLM-4.5's 1536
+// 128, and each decode format its own multiple (INT4 groups max(64, group size)). GLM-4.5's 1536
 // at TP8 gives 192: fine for INT4, not for FP8 blocks.
 func (p *Plan) engineWarnings() []string {
 	n, _ := rules.ConfigInt(p.Config, "moe_intermediate_size")
@@ -126,17 +126,12 @@ func (p *Plan) engineWarnings() []string {
 	if p.Output(KindDecode) == nil {
 		return ws
 	}
-	// The FP4 formats' engine rules are not checked here yet (docs/FP4.md).
-	switch p.Options.targetScheme() {
-	case SchemeInt4:
-		if p.Options.GroupSize != PerChannel {
-			if w := check(fmt.Sprintf("decode INT4 g%d", p.Options.GroupSize), max(64, p.Options.GroupSize)); w != "" {
+	// Only the formats with a width rule are checked here (FormatInfo.widthRule; docs/FP4.md).
+	if f, ok := FormatOf(p.Options.decodeFormat()); ok && f.widthRule != nil {
+		if what, mult := f.widthRule(&p.Options); mult > 0 {
+			if w := check(what, mult); w != "" {
 				ws = append(ws, w)
 			}
-		}
-	case SchemeW4AFP8: // vLLM's W4A8 MoE kernels (quantize.CheckW4AFP8Experts)
-		if w := check("decode W4AFP8", 256); w != "" {
-			ws = append(ws, w)
 		}
 	}
 	return ws

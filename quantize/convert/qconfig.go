@@ -15,8 +15,7 @@ const compressedTensorsVersion = "0.12.2"
 
 // compressedTensorsScaleDTypeVersion is the first compressed-tensors release whose
 // QuantizationArgs has scale_dtype and zp_dtype (which 0.12.2 forbids as extra fields) and the
-// mxfp4-pack-quantized format: the version of a decode config whose groups carry them (the FP4
-// formats, W4AFP8).
+// newer packed formats: the version of a decode config whose groups carry those fields.
 const compressedTensorsScaleDTypeVersion = "0.13.0"
 
 // ctVersion is the version a decode config with these config groups declares.

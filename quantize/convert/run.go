@@ -99,7 +99,7 @@ type runner struct {
 	own     map[string]bool // a part's files (journal keys); nil: every file
 	emits   [][]bool        // per module and output: whether this run computes its tensors
 	factors factorCache     // GPTQ factors shared by modules reading the same input
-	globals fp4Globals      // NVFP4 global scales, shared by gate and up
+	shared  runState        // what encodings share across modules (an expert's gate and up one scale)
 	raws    rawBufs         // slab read buffers
 }
 

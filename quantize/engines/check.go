@@ -20,7 +20,7 @@ type Tensor struct {
 type Input struct {
 	Config  map[string]any
 	Tensors []Tensor
-	// GlobalScales holds the values of the F32 weight_global_scale tensors (NVFP4), by tensor
+	// GlobalScales holds the values of the F32 weight_global_scale tensors (FP4 global scales), by tensor
 	// name, for the rules that compare them; nil when not read (those rules are then skipped).
 	GlobalScales map[string]float32
 }

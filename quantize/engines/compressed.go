@@ -137,35 +137,19 @@ func (c *checker) checkCompressed(qc map[string]any, mods []Module) {
 		for _, p := range m.Parts {
 			c.checkSchemeTensors(m.Name, p, s, t, cfgSrc)
 		}
-		c.checkFusedGlobalScales(m, s)
+		if r := rulesOf(s.kind); r != nil && r.linear != nil {
+			r.linear(c, m, s)
+		}
 	}
 }
 
 // checkSchemeTensors checks that checkpoint module p holds the tensors scheme s reads.
 func (c *checker) checkSchemeTensors(module, p string, s *scheme, target string, src Source) {
+	if r := rulesOf(s.kind); r != nil {
+		r.tensors(c, module, p, s, target, src)
+		return
+	}
 	switch s.kind {
-	case FormatNVFP4, FormatNVFP4A4, FormatMXFP4:
-		c.checkFP4Tensors(module, p, s, target, src)
-	case FormatInt4, FormatW4AFP8:
-		pk, ok1 := c.byName[p+".weight_packed"]
-		sc, ok2 := c.byName[p+".weight_scale"]
-		_, ok3 := c.byName[p+".weight_shape"]
-		if !ok1 || !ok2 || !ok3 {
-			_, why := c.plain(p)
-			if ok, _ := c.plain(p); ok {
-				why = "holds a plain weight"
-			}
-			c.problem(module, "scheme-tensors", src, "not ignored, so it gets the %s scheme of %s (target %q), but %s %s: the load fails looking for weight_packed (add the module, as the engine names it, to the ignore list)", s.kind, s.group, target, p, why)
-			return
-		}
-		if pk.DType != safetensors.I32 || len(pk.Shape) != 2 || len(sc.Shape) != 2 || sc.Shape[0] != pk.Shape[0] {
-			c.problem(module, "scheme-tensors", src, "%s: INT4 tensors of the wrong dtype or shape (weight_packed %s %v, weight_scale %v)", p, pk.DType, pk.Shape, sc.Shape)
-			return
-		}
-		k := pk.Shape[1] * 8
-		if s.groupSize > 0 && (k%int64(s.groupSize) != 0 || sc.Shape[1] != k/int64(s.groupSize)) {
-			c.problem(module, "scheme-tensors", src, "%s: weight_scale %v does not fit in features %d with group size %d", p, sc.Shape, k, s.groupSize)
-		}
 	case FormatFP8Block:
 		w, ok1 := c.byName[p+".weight"]
 		sc, ok2 := c.byName[p+".weight_scale"]

@@ -4,7 +4,7 @@
 // are matched against those modules, the scheme each module then gets and the tensors that scheme
 // reads, the constraints of the MoE kernels, SGLang's shared-expert fusion, the modules the
 // engines always build unquantized, the MTP layer loaded as a draft model, the FP8 block config
-// of a prefill checkpoint, and the routed experts' decode formats (INT4, NVFP4, MXFP4, W4AFP8):
+// of a prefill checkpoint, and the routed experts' decode formats (one file each, expertformats.go):
 // the MoE scheme each engine picks, its kernels' rules, and on which GPU generations it loads
 // (the format × engine × GPU table, SupportFor).
 //
@@ -59,35 +59,19 @@ var (
 	srcVLLMMTP = Source{"vllm", "vllm/model_executor/models/deepseek_mtp.py",
 		"4f7c14402630b97c8c078523fca8edef287ed2cf"}
 
-	// The decode formats' MoE schemes (FP4.md, SERVING.md "Decode formats and GPUs").
+	// The MoE scheme selection of the decode formats (FP4.md, SERVING.md "Decode formats and
+	// GPUs"); each format's own schemes are cited in its file (expertRules.sources).
 	srcVLLMCTMoESel = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe.py",
 		"8a95a6886a14cbf40e1273ccc7c02df7b73c2e2f"}
-	srcVLLMNVFP4MoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a4_nvfp4.py",
-		"7d6517c89eed5bcb7ac761efa691638189dba668"}
-	srcVLLMNVFP4Oracle = Source{"vllm", "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py",
-		"edd45a17c7e3cc39416f763b8b80614e96fc8576"}
-	srcVLLMMXFP4MoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a4_mxfp4.py",
-		"cd5f1c27323b23471f438f12ea3e4eeca672c4a1"}
-	srcVLLMW4A8MoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a8_fp8.py",
-		"66b4b96ffa9c51fb898a626a633728a5b69f28da"}
-	srcVLLMW4A16NVFP4 = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a16_nvfp4.py",
-		"17b6501a6ce929d83d4b5c1d408adf0ae4a610f8"}
-	srcVLLMW4A8IntMoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a8_int8.py",
-		"78251204726d787a3c4a6d4d2e4ef27a257107cd"}
-	srcSGLNVFP4MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4_moe.py",
-		"2418a9655e433676f5ee4ef2ed5c2250243d164f"}
-	srcSGLNVFP4A16MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a16_nvfp4_moe.py",
-		"8f0d9876b19404df00b799bfb1ae627a5d17b9b1"}
-	srcSGLMXFP4MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a16_mxfp4_moe.py",
-		"aafdd5c57cabd445dac09a7ffdc0ce19f2f44110"}
-	srcSGLW4AFP8MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a8_fp8_moe.py",
-		"7868ff16f4560d6dfcfbd23683b5ebe11e4cb775"}
 )
 
 // Sources lists every source file the rules cite, for documentation.
 func Sources() []Source {
-	return []Source{srcSGLUtils, srcSGLCT, srcSGLCTMoE, srcSGLDeepseek, srcSGLGLM4,
+	srcs := []Source{srcSGLUtils, srcSGLCT, srcSGLCTMoE, srcSGLDeepseek, srcSGLGLM4,
 		srcVLLMUtils, srcVLLMCT, srcVLLMMarlinMoE, srcVLLMDeepseek, srcVLLMGLM4, srcSGLNextN, srcVLLMMTP,
-		srcVLLMCTMoESel, srcVLLMNVFP4MoE, srcVLLMNVFP4Oracle, srcVLLMMXFP4MoE, srcVLLMW4A8MoE, srcVLLMW4A8IntMoE, srcVLLMW4A16NVFP4,
-		srcSGLNVFP4MoE, srcSGLNVFP4A16MoE, srcSGLMXFP4MoE, srcSGLW4AFP8MoE}
+		srcVLLMCTMoESel}
+	for _, r := range expertFormats {
+		srcs = append(srcs, r.sources...)
+	}
+	return srcs
 }

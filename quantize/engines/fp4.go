@@ -1,11 +1,97 @@
 package engines
 
 import (
-	"fmt"
 	"slices"
+	"strings"
 
+	"pdq/quantize/rules"
 	"pdq/safetensors"
 )
+
+// The FP4 (E2M1) formats of routed experts, in compressed-tensors' nvfp4- and
+// mxfp4-pack-quantized layouts (docs/FP4.md).
+const (
+	FormatNVFP4   Format = "nvfp4"      // NVFP4 weights (tensor_group, g16), inputs not quantized (NVFP4A16)
+	FormatNVFP4A4 Format = "nvfp4-w4a4" // NVFP4 weights and NVFP4 inputs
+	FormatMXFP4   Format = "mxfp4"      // MXFP4 weights (group 32); vLLM picks the scheme from the weights alone
+)
+
+// The engine files of the FP4 MoE and Linear schemes.
+var (
+	srcVLLMNVFP4MoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a4_nvfp4.py",
+		"7d6517c89eed5bcb7ac761efa691638189dba668"}
+	srcVLLMNVFP4Oracle = Source{"vllm", "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py",
+		"edd45a17c7e3cc39416f763b8b80614e96fc8576"}
+	srcVLLMMXFP4MoE = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a4_mxfp4.py",
+		"cd5f1c27323b23471f438f12ea3e4eeca672c4a1"}
+	srcVLLMW4A16NVFP4 = Source{"vllm", "vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a16_nvfp4.py",
+		"17b6501a6ce929d83d4b5c1d408adf0ae4a610f8"}
+	srcSGLNVFP4MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4_moe.py",
+		"2418a9655e433676f5ee4ef2ed5c2250243d164f"}
+	srcSGLNVFP4A16MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a16_nvfp4_moe.py",
+		"8f0d9876b19404df00b799bfb1ae627a5d17b9b1"}
+	srcSGLMXFP4MoE = Source{"sglang", "python/sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a16_mxfp4_moe.py",
+		"aafdd5c57cabd445dac09a7ffdc0ce19f2f44110"}
+)
+
+// fp4Weights reports whether a config group's weights are 4-bit floats of strategy strategy and
+// the given group size, symmetric: the shape of both FP4 formats' weights.
+func fp4Weights(w map[string]any, strategy string, group int64) bool {
+	bits, _ := rules.IntOf(w["num_bits"])
+	typ, _ := w["type"].(string)
+	st, _ := w["strategy"].(string)
+	sym, _ := w["symmetric"].(bool)
+	g, hasGroup := rules.IntOf(w["group_size"])
+	return bits == 4 && typ == "float" && st == strategy && hasGroup && g == group && sym
+}
+
+func init() {
+	fp4 := func(f Format, describe string, classify func(w, in map[string]any) bool, support []Support, sources ...Source) expertRules {
+		return expertRules{format: f, describe: describe, classify: classify,
+			tensors: (*checker).checkFP4Tensors, linear: (*checker).checkFusedGlobalScales,
+			moe: func(c *checker, m Module, s *scheme) Source {
+				c.checkFP4MoE(m, s)
+				return c.fp4MoESource(s.kind)
+			},
+			width: func(Engine) (int, string) {
+				return 64, string(f) + " experts (FP4 Marlin MoE)"
+			},
+			support: support, sources: sources}
+	}
+	registerExpertFormat(fp4(FormatNVFP4, "NVFP4 weight-only (nvfp4-pack-quantized, no input activations)",
+		func(w, in map[string]any) bool { return in == nil && fp4Weights(w, "tensor_group", 16) },
+		[]Support{
+			{FormatNVFP4, SGLang, 80, 100, true, "CompressedTensorsW4A16Nvfp4MoE: FP4 Marlin MoE, weight-only (BF16 activations)",
+				"a recent scheme (whether SGLang v0.5.18 has it was not checked): an SGLang without CompressedTensorsW4A16Nvfp4MoE has no weight-only NVFP4 MoE scheme and loads NVFP4A16 experts on no GPU",
+				srcSGLNVFP4A16MoE.String()},
+			{FormatNVFP4, VLLM, 80, 90, true, "CompressedTensorsW4A4Nvfp4MoEMethod(use_a16): select_nvfp4_moe_backend, Marlin FP4 MoE weight-only (BF16 activations)",
+				"", srcVLLMNVFP4Oracle.String()},
+			{FormatNVFP4, VLLM, 100, 100, true, "CompressedTensorsW4A4Nvfp4MoEMethod(use_a16): select_nvfp4_moe_backend, Marlin FP4 MoE weight-only (BF16 activations)",
+				"the FlashInfer and CUTLASS FP4 backends are tried first; whether one of them takes BF16 activations here was not read", srcVLLMNVFP4Oracle.String()},
+		}, srcVLLMNVFP4MoE, srcVLLMNVFP4Oracle, srcVLLMW4A16NVFP4, srcSGLNVFP4MoE, srcSGLNVFP4A16MoE))
+	registerExpertFormat(fp4(FormatMXFP4, "MXFP4 (mxfp4-pack-quantized)",
+		func(w, _ map[string]any) bool { return fp4Weights(w, "group", 32) },
+		[]Support{
+			{FormatMXFP4, SGLang, 80, 100, true, "CompressedTensorsW4A16Mxfp4MoE: FP4 Marlin MoE, weight-only",
+				"a recent scheme (whether SGLang v0.5.18 has it was not checked), reached only when the model's FusedMoE opts out of the fused GPT-OSS MXFP4 method (serves_fused_mxfp4); not checked for the DeepSeek family",
+				srcSGLMXFP4MoE.String()},
+			{FormatMXFP4, VLLM, 80, 90, true, "CompressedTensorsW4A4Mxfp4MoEMethod: Marlin FP4 MoE, weight-only", "", srcVLLMMXFP4MoE.String()},
+			{FormatMXFP4, VLLM, 100, 100, true, "CompressedTensorsW4A4Mxfp4MoEMethod: CutlassExpertsMxfp4 where the device has it, else Marlin",
+				"with CutlassExpertsMxfp4 the activations are quantized to MXFP4 too, so what runs is not the weight-only model pdq measured", srcVLLMMXFP4MoE.String()},
+		}, srcVLLMMXFP4MoE, srcSGLMXFP4MoE))
+	registerExpertFormat(fp4(FormatNVFP4A4, "NVFP4 weights and activations",
+		func(w, in map[string]any) bool {
+			return in != nil && fp4Weights(w, "tensor_group", 16) && fp4Weights(in, "tensor_group", 16)
+		},
+		[]Support{
+			{FormatNVFP4A4, SGLang, 80, 90, false, "CompressedTensorsW4A4Nvfp4MoE raises without Blackwell (is_blackwell_supported)",
+				"newer SGLang serves it weight-only through CompressedTensorsW4A16Nvfp4MoE, its activation scales dropped", srcSGLNVFP4MoE.String()},
+			{FormatNVFP4A4, SGLang, 100, 100, true, "CompressedTensorsW4A4Nvfp4MoE: FlashInfer TRT-LLM or CUTLASS FP4 MoE, NVFP4 activations", "", srcSGLNVFP4MoE.String()},
+			{FormatNVFP4A4, VLLM, 80, 90, true, "CompressedTensorsW4A4Nvfp4MoEMethod: Marlin FP4 MoE, weight-only",
+				"no FP4 tensor cores: the activation scales are dropped and the model runs as NVFP4A16", srcVLLMNVFP4Oracle.String()},
+			{FormatNVFP4A4, VLLM, 100, 100, true, "CompressedTensorsW4A4Nvfp4MoEMethod: FlashInfer TRT-LLM, CuTe DSL or CUTLASS, or vLLM CUTLASS FP4 MoE", "", srcVLLMNVFP4Oracle.String()},
+		}))
+}
 
 // fp4Tensor is one tensor an FP4 scheme registers for a Linear of n×k features.
 type fp4Tensor struct {
@@ -86,23 +172,6 @@ func (c *checker) checkFP4Tensors(module, p string, s *scheme, target string, sr
 	}
 }
 
-// fp4Describe is a format for messages.
-func fp4Describe(f Format) string {
-	switch f {
-	case FormatNVFP4:
-		return "NVFP4 weight-only (nvfp4-pack-quantized, no input activations)"
-	case FormatNVFP4A4:
-		return "NVFP4 weights and activations"
-	case FormatMXFP4:
-		return "MXFP4 (mxfp4-pack-quantized)"
-	case FormatW4AFP8:
-		return "W4AFP8 (INT4 g128 weights, dynamic per-token FP8 inputs)"
-	case FormatInt4:
-		return "INT4 weight-only (pack-quantized)"
-	}
-	return fmt.Sprint(f)
-}
-
 // checkFusedGlobalScales: vLLM's NVFP4 Linear scheme (CompressedTensorsW4A16Fp4, also the fallback
 // of W4A4 without CUTLASS FP4) keeps one global scale for a fused Linear, the largest of its
 // parts' (weight_global_scale.max()), so parts with different global scales are dequantized with
@@ -122,5 +191,65 @@ func (c *checker) checkFusedGlobalScales(m Module, s *scheme) {
 				m.Parts[0], p, first, v)
 			return
 		}
+	}
+}
+
+// fp4MoESource is the engine file of the FP4 MoE scheme the engine picks for format f.
+func (c *checker) fp4MoESource(f Format) Source {
+	switch {
+	case c.e == VLLM && f == FormatMXFP4:
+		return srcVLLMMXFP4MoE
+	case c.e == VLLM:
+		return srcVLLMNVFP4MoE
+	case f == FormatMXFP4:
+		return srcSGLMXFP4MoE
+	case f == FormatNVFP4A4 && (c.o.SM == 0 || c.o.SM >= 100):
+		return srcSGLNVFP4MoE
+	}
+	return srcSGLNVFP4A16MoE
+}
+
+// checkFP4MoE: NVFP4 and MXFP4 experts. The weight-only paths run the FP4 Marlin MoE kernel, which
+// needs hidden_size % 128 = 0 and an expert intermediate size per TP rank % 64 = 0 (SGLang's
+// W4A16 NVFP4 and MXFP4 MoE schemes check both at load; vLLM's Marlin MoE, the same rule as for
+// INT4 with max(64, 16 or 32) = 64). NVFP4 W4A4 on SM100 runs the FP4 tensor-core kernels
+// instead, whose shape rules were not read. Gate and up of one expert must share their NVFP4
+// global scale: both engines keep one per expert for the fused w13 GEMM, warn "w1_weight_global_scale
+// must match w3_weight_global_scale" and use the gate's, so an up projection with its own scale
+// is dequantized with the wrong one.
+func (c *checker) checkFP4MoE(m Module, s *scheme) {
+	src := c.fp4MoESource(s.kind)
+	marlin := s.kind != FormatNVFP4A4 || (c.o.SM > 0 && c.o.SM < 100)
+	if marlin {
+		hidden, inter, perRank, ok := c.moeDims()
+		if hidden > 0 && hidden%128 != 0 {
+			c.problem(m.Name, "moe-shape", src, "hidden_size %d is not a multiple of 128 (FP4 Marlin MoE)", hidden)
+		}
+		if !ok || (perRank > 0 && perRank%64 != 0) {
+			c.problem(m.Name, "moe-shape", src, "moe_intermediate_size %d / TP %d is not a multiple of 64 (FP4 Marlin MoE)", inter, c.moeTP())
+		}
+	}
+	if s.kind == FormatMXFP4 || c.in.GlobalScales == nil {
+		return
+	}
+	var differ []string
+	for _, p := range m.Parts {
+		if !strings.HasSuffix(p, ".gate_proj") {
+			continue
+		}
+		e := strings.TrimSuffix(p, ".gate_proj")
+		g, ok1 := c.in.GlobalScales[e+".gate_proj.weight_global_scale"]
+		u, ok2 := c.in.GlobalScales[e+".up_proj.weight_global_scale"]
+		if ok1 && ok2 && g != u {
+			differ = append(differ, e)
+		}
+	}
+	if len(differ) > 0 {
+		src := srcSGLNVFP4A16MoE
+		if c.e == VLLM {
+			src = srcVLLMNVFP4MoE
+		}
+		c.problem(m.Name, "moe-global-scale", src, "%d expert(s) (first %s) have gate and up projections with different weight_global_scale: the engine keeps the gate's for both (fused w13), so the up projection is dequantized with the wrong scale; quantize gate and up with one global scale",
+			len(differ), differ[0])
 	}
 }

@@ -35,7 +35,7 @@ func Load(dir string) (Input, error) {
 	return in, nil
 }
 
-// readGlobalScales reads every one-element F32 weight_global_scale tensor (NVFP4): four bytes
+// readGlobalScales reads every one-element F32 weight_global_scale tensor (FP4 global scales): four bytes
 // each, a few thousand reads for a whole model. nil when there is none.
 func readGlobalScales(ck *safetensors.Checkpoint) (map[string]float32, error) {
 	var out map[string]float32

@@ -8,7 +8,7 @@ import (
 
 // checkMoE checks one FusedMoE layer of a compressed-tensors checkpoint: one scheme for the gate,
 // up and down projections of every expert, the constraints of the MoE method the engine picks for
-// the experts' format (WNA16 Marlin for INT4, the FP4 and W4A8 methods, formats.go), whether the
+// the experts' format (their rules' moe, expertformats.go), whether the
 // server's GPU loads that format (Options.SM), and the tensors of every expert.
 func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*scheme) {
 	moeSrc := srcSGLCTMoE
@@ -34,59 +34,16 @@ func (c *checker) checkMoE(m Module, targets []string, byTarget map[string]*sche
 		}
 	}
 	c.res.ExpertFormat = s.kind
-	switch s.kind {
-	case FormatInt4:
-		c.checkWNA16MoE(m, s)
-	case FormatW4AFP8:
-		c.checkW4AFP8MoE(m, s)
-		moeSrc = srcSGLW4AFP8MoE
-		if c.e == VLLM {
-			moeSrc = srcVLLMW4A8MoE
-		}
-	case FormatNVFP4, FormatNVFP4A4, FormatMXFP4:
-		c.checkFP4MoE(m, s)
-		moeSrc = c.fp4MoESource(s.kind)
-	default:
+	r := rulesOf(s.kind)
+	if r == nil {
 		for _, p := range m.Parts {
 			c.checkSchemeTensors(m.Name, p, s, target, moeSrc)
 		}
 		return
 	}
+	moeSrc = r.moe(c, m, s)
 	c.checkGPU(m.Name, s.kind)
 	c.checkExperts(m, s, target, moeSrc)
-}
-
-// checkWNA16MoE: INT4 experts through the engines' WNA16 (Marlin) MoE methods.
-func (c *checker) checkWNA16MoE(m Module, s *scheme) {
-	moeSrc := srcSGLCTMoE
-	if c.e == VLLM {
-		moeSrc = srcVLLMMarlinMoE
-	}
-	if !s.symmetric {
-		c.problem(m.Name, "moe-symmetric", moeSrc, "INT4 experts with asymmetric weights: pdq's engines' WNA16 MoE path takes symmetric ones")
-	}
-	if s.strategy != "group" && s.strategy != "channel" {
-		c.problem(m.Name, "moe-strategy", moeSrc, "INT4 strategy %q; the WNA16 MoE path takes group or channel", s.strategy)
-	}
-	g := s.groupSize
-	if s.strategy == "channel" {
-		g = -1
-	}
-	if g != -1 && g != 32 && g != 64 && g != 128 {
-		c.problem(m.Name, "moe-group-size", srcVLLMMarlinMoE, "group size %d; the Marlin MoE kernel takes 32, 64, 128 or per channel", g)
-	}
-	hidden, _ := rules.ConfigInt(c.cfg, "hidden_size")
-	inter, _ := rules.ConfigInt(c.cfg, "moe_intermediate_size")
-	if hidden > 0 && hidden%128 != 0 {
-		c.problem(m.Name, "moe-shape", srcVLLMMarlinMoE, "hidden_size %d is not a multiple of 128 (Marlin MoE)", hidden)
-	}
-	if inter > 0 {
-		tp := int64(c.moeTP())
-		q := int64(max(64, g))
-		if inter%tp != 0 || (inter/tp)%q != 0 {
-			c.problem(m.Name, "moe-shape", srcVLLMMarlinMoE, "moe_intermediate_size %d / TP %d is not a multiple of max(64, group size) = %d (Marlin MoE)", inter, tp, q)
-		}
-	}
 }
 
 // checkExperts checks that every expert is present with its three projections, each holding the

@@ -6,11 +6,22 @@ func init() {
 	schemes[SchemePassed] = SchemeInfo{Family: FamilyOther, Stored: passedStored}
 }
 
+// passedFormats maps the compressed-tensors format of a source passed through (its rows'
+// source_dtype) to the scheme that writes the same tensors (RegisterPassedFormat).
+var passedFormats = map[string]Scheme{}
+
+// RegisterPassedFormat says that a module passed through from a source in compressed-tensors
+// format ctFormat stores what scheme s stores. A format registered again keeps its first scheme.
+func RegisterPassedFormat(ctFormat string, s Scheme) {
+	if _, ok := passedFormats[ctFormat]; !ok {
+		passedFormats[ctFormat] = s
+	}
+}
+
 // passedStored is the size of the tensors of a module passed through in its source's format:
 // pack-quantized INT4 (two values per byte, a BF16 scale per group, the weight_shape counted as
-// I64, 16 bytes: a source that stores it as I32 holds 8 bytes less),
-// nvfp4-pack-quantized (an e4m3 scale per 16 values, the F32 global scale) or
-// mxfp4-pack-quantized (an E8M0 scale per 32 values).
+// I64, 16 bytes: a source that stores it as I32 holds 8 bytes less), or what the scheme
+// registered for the source's format stores.
 func passedStored(t *TensorReport, rows, cols int64) int64 {
 	switch t.SourceDType {
 	case "pack-quantized":
@@ -22,10 +33,9 @@ func passedStored(t *TensorReport, rows, cols int64) int64 {
 			return t.Elements / 2
 		}
 		return t.Elements/2 + rows*(cols/g)*2 + 16
-	case "nvfp4-pack-quantized":
-		return t.Elements/2 + t.Elements/16 + 4
-	case "mxfp4-pack-quantized":
-		return t.Elements/2 + t.Elements/32
+	}
+	if s, ok := passedFormats[t.SourceDType]; ok && schemes[s].Stored != nil {
+		return schemes[s].Stored(t, rows, cols)
 	}
 	return 0
 }

@@ -10,16 +10,14 @@ import "pdq/internal/floatcodec"
 // Scheme says what an output does with one source module.
 type Scheme string
 
-// The schemes.
+// The schemes every conversion may write. The decode formats beyond INT4 name their schemes in
+// their own files (package convert), which register them here (RegisterScheme).
 const (
 	SchemeCopy     Scheme = "copy"      // bytes unchanged
 	SchemeInt4     Scheme = "int4"      // compressed-tensors pack-quantized group INT4
 	SchemeFP8Block Scheme = "fp8-block" // FP8 e4m3 with 128x128 block scales, quantized from dense values
 	SchemeFP8Keep  Scheme = "fp8-keep"  // FP8 source blocks kept as they are (renamed for compressed-tensors)
 	SchemeBF16     Scheme = "bf16"      // dequantized to BF16
-	SchemeNVFP4    Scheme = "nvfp4"     // compressed-tensors nvfp4-pack-quantized (E2M1, e4m3 scale per 16, global scale)
-	SchemeMXFP4    Scheme = "mxfp4"     // compressed-tensors mxfp4-pack-quantized (E2M1, E8M0 scale per 32)
-	SchemeW4AFP8   Scheme = "w4afp8"    // INT4 g128 symmetric weights with dynamic per-token FP8 activations
 	SchemePassed   Scheme = "passed"    // an already-quantized source tensor set written through unchanged
 )
 
@@ -32,7 +30,7 @@ const (
 	FamilyInt4                // INT4 groups
 	FamilyFP8                 // FP8 blocks
 	FamilyDense               // BF16 values
-	FamilyFP4                 // FP4 (E2M1) groups: NVFP4, MXFP4
+	FamilyFP4                 // FP4 (E2M1) groups
 )
 
 // SchemeInfo describes one scheme to readers of reports.
@@ -49,16 +47,7 @@ type SchemeInfo struct {
 
 // schemes is the table, one entry per scheme.
 var schemes = map[Scheme]SchemeInfo{
-	SchemeInt4:   {Family: FamilyInt4, Quantized: true, Stored: int4Stored},
-	SchemeW4AFP8: {Family: FamilyInt4, Quantized: true, Stored: int4Stored}, // INT4 g128 tensors
-	SchemeNVFP4: {Family: FamilyFP4, Quantized: true, Stored: func(t *TensorReport, rows, cols int64) int64 {
-		// Two values per byte, an e4m3 scale per 16, the F32 global scale.
-		return t.Elements/2 + rows*(cols/16) + 4
-	}},
-	SchemeMXFP4: {Family: FamilyFP4, Quantized: true, Stored: func(t *TensorReport, rows, cols int64) int64 {
-		// Two values per byte, an E8M0 exponent per 32.
-		return t.Elements/2 + rows*(cols/32)
-	}},
+	SchemeInt4:     {Family: FamilyInt4, Quantized: true, Stored: int4Stored},
 	SchemeFP8Block: {Family: FamilyFP8, Quantized: true, Stored: fp8Stored},
 	SchemeFP8Keep:  {Family: FamilyFP8, Stored: fp8Stored},
 	SchemeBF16: {Family: FamilyDense, Stored: func(t *TensorReport, _, _ int64) int64 {
@@ -86,6 +75,21 @@ func int4Stored(t *TensorReport, rows, cols int64) int64 {
 func fp8Stored(t *TensorReport, rows, cols int64) int64 {
 	b := int64(floatcodec.FP8Block)
 	return t.Elements + (rows+b-1)/b*((cols+b-1)/b)*4
+}
+
+// RegisterScheme adds scheme s to the table; a scheme registered twice, or without a Stored
+// function, is a programming error.
+func RegisterScheme(s Scheme, info SchemeInfo) {
+	if _, dup := schemes[s]; dup || info.Stored == nil {
+		panic("report: scheme " + string(s) + " registered twice or without its stored bytes")
+	}
+	schemes[s] = info
+}
+
+// Lookup returns what the table says about scheme s, and whether it knows s.
+func Lookup(s Scheme) (SchemeInfo, bool) {
+	info, ok := schemes[s]
+	return info, ok
 }
 
 // Info returns what the table says about scheme s (the zero SchemeInfo, FamilyOther, when s is
