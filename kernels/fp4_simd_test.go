@@ -7,12 +7,33 @@ import (
 	"testing"
 )
 
+// fp4Variant is a loop set as the FP4 tests run it: the AVX-512 set twice, with the assembly
+// and with the Go vector code alone.
+type fp4Variant struct {
+	name  string
+	set   *loopSet
+	noAsm bool
+}
+
+// fp4Variants lists the loop sets after the scalar one, the AVX-512 set also without the
+// assembly.
+func fp4Variants() []fp4Variant {
+	var v []fp4Variant
+	for _, set := range loopSets[1:] {
+		v = append(v, fp4Variant{set.name, set, false})
+		if set.name == "avx512" {
+			v = append(v, fp4Variant{"avx512-go", set, true})
+		}
+	}
+	return v
+}
+
 // fp4AllSets quantizes x (rows×cols) with every loop set and fails on the first output that
 // differs from the scalar one's, bytes or statistics.
 func fp4AllSets(t *testing.T, x []float32, rows, cols int, g float32) {
 	t.Helper()
 	prev := lp
-	defer func() { lp = prev }()
+	defer func() { lp, fp4NoAsm = prev, false }()
 	type result struct {
 		nv, mx FP4Out
 		deq    []float32
@@ -51,9 +72,11 @@ func fp4AllSets(t *testing.T, x []float32, rows, cols int, g float32) {
 			}
 		}
 	}
-	for _, set := range loopSets[1:] {
-		lp = set
+	for _, v := range fp4Variants() {
+		lp, fp4NoAsm = v.set, v.noAsm
 		got := run()
+		fp4NoAsm = false
+		set := v
 		for i := range got {
 			for j := range got[i].deq {
 				if math.Float32bits(got[i].deq[j]) != math.Float32bits(want[i].deq[j]) {

@@ -125,15 +125,15 @@ func TestSIMDFP4Random(t *testing.T) {
 func TestSIMDFP4NonFiniteInBatch(t *testing.T) {
 	const rows, cols = 4, 512
 	prev := lp
-	defer func() { lp = prev }()
+	defer func() { lp, fp4NoAsm = prev, false }()
 	base := goldenInput(rows, cols)
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		for _, at := range []int{0, 16*16*2 + 5, 16*32*2 + 37, rows*cols - 1} {
 			x := append([]float32(nil), base...)
 			x[at] = bad
 			for _, gs := range []int{NVFP4GroupSize, MXFP4GroupSize} {
-				for _, set := range loopSets {
-					lp = set
+				for _, set := range fp4Variants() {
+					lp, fp4NoAsm = set.set, set.noAsm
 					out := newFP4Out(rows, cols, gs)
 					var err error
 					if gs == NVFP4GroupSize {

@@ -1,0 +1,59 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import "unsafe"
+
+// The hand-written AVX-512 parts of the FP4 batches (fp4_amd64.s). The Go compiler gives the
+// vector code of fp4batch_avx512.go fifteen registers: its final pass reloads six vectors and
+// spills per row, and its transpose goes through memory twice. The assembly keeps every
+// constant, sum and code word of a pass in the 32 registers, transposes in registers, and
+// takes fewer steps per element:
+//
+//   - the BF16 rounding of the ratio r (at most 6 first: every ratio above rounds to code 7) is
+//     (r + C) - C with C = 2^(e+16), e r's exponent: the ulp of C's binade is BF16's at r, and
+//     the float32 addition rounds to nearest even;
+//   - the rounding of that BF16 value a to the E2M1 grid is (a + D) - D with D = 2^(max(e,0)+22):
+//     steps of 1/2 below 2, of one significand bit from 2 on, nearest even, which is the
+//     grid's rule (ties to the even index);
+//   - the low four bits of (a + D)'s bits plus max(e,0)+127 shifted left by one index a table of
+//     the codes (0xe, 0xf, 0, 1, 2, 3, 4, 5 for 0, 1/2, 1, 3/2, 2, 3, 4, 6);
+//   - an element clips where r > 6 + 2^-6, the midpoint above 6 of BF16 (the tie rounds to 6).
+//
+// The sums add in the specification's order (lane j: rows j, j+8, ... in order; the eight lanes
+// combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))), so the results are the Go loops' bits:
+// TestSIMDFP4 and the batch tests run both (fp4NoAsm).
+
+// fp4TransposeAVX512 transposes sixteen groups of 16·blocks elements, group l at
+// src[l·stride:], into dst (16·blocks rows of sixteen, row e lane l = element e of group l) and
+// writes each group's largest |x| bit pattern to amax.
+//
+//go:noescape
+func fp4TransposeAVX512(dst, src *float32, blocks, stride int, amax *[16]uint32)
+
+// fp4PackNVAVX512 is fp4PackRows for sixteen transposed NVFP4 groups under the scales s, inv
+// their reciprocals 1/s: error sums, Σx², clip counts and the code words W0, W1 to r. A row's
+// ratios are |x|·inv unless a lane's product lies within 32 units of a BF16 rounding midpoint,
+// where the row takes the division (the product is within a few units of the quotient, and
+// only the quotient's BF16 rounding is used: TestSIMDFP4ProductNearMidpoint).
+//
+//go:noescape
+func fp4PackNVAVX512(t *[256]float32, s, inv *[16]float32, r *fp4Batch)
+
+// fp4PackMXAVX512 is fp4PackRows for sixteen transposed MXFP4 groups under the power-of-two
+// scales s with their exact reciprocals inv: error sums, Σx², clip counts, words W0..W3.
+//
+//go:noescape
+func fp4PackMXAVX512(t *[512]float32, s, inv *[16]float32, r *fp4Batch)
+
+// The assembly stores into fp4Batch at these offsets.
+const (
+	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0
+	_ = 0 - uint(unsafe.Offsetof(fp4Batch{}.err))
+	_ = uint(unsafe.Offsetof(fp4Batch{}.ss)) - 128
+	_ = 128 - uint(unsafe.Offsetof(fp4Batch{}.ss))
+	_ = uint(unsafe.Offsetof(fp4Batch{}.clip)) - 192
+	_ = 192 - uint(unsafe.Offsetof(fp4Batch{}.clip))
+	_ = uint(unsafe.Offsetof(fp4Batch{}.words)) - 256
+	_ = 256 - uint(unsafe.Offsetof(fp4Batch{}.words))
+)
