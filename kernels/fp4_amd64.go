@@ -46,6 +46,24 @@ func fp4PackNVAVX512(t *[256]float32, s, inv *[16]float32, r *fp4Batch)
 //go:noescape
 func fp4PackMXAVX512(t *[512]float32, s, inv *[16]float32, r *fp4Batch)
 
+// fp4TransposeAVX2 is fp4TransposeAVX512 for eight groups of 8·blocks elements (rows of
+// eight).
+//
+//go:noescape
+func fp4TransposeAVX2(dst, src *float32, blocks, stride int, amax *[8]uint32)
+
+// fp4PackNVAVX2 is fp4PackRows8 for eight transposed NVFP4 groups under the scales s (the
+// ratios by division): error sums, Σx² and clip counts in the first eight lanes of r's fields,
+// the code words W0, W1 at r.words[0:8], r.words[8:16]. It uses r.rtn as scratch.
+//
+//go:noescape
+func fp4PackNVAVX2(t *[128]float32, s *[8]float32, r *fp4Batch)
+
+// fp4PackMXAVX2 is fp4PackNVAVX2 for eight transposed MXFP4 groups (words W0..W3).
+//
+//go:noescape
+func fp4PackMXAVX2(t *[256]float32, s *[8]float32, r *fp4Batch)
+
 // The assembly stores into fp4Batch at these offsets.
 const (
 	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0

@@ -393,3 +393,270 @@ TEXT ·fp4PackMXAVX512(SB), NOSPLIT, $0-32
 	FP4STORE
 	VZEROUPPER
 	RET
+
+// The AVX2 forms, eight groups at once in 256-bit vectors (VEX only: they run on CPUs without
+// AVX-512). fp4AsmK8 holds the constants as whole vectors (VEX has no broadcast operands).
+#define K8(off, v) \
+	DATA fp4AsmK8<>+off+0x00(SB)/4, v; \
+	DATA fp4AsmK8<>+off+0x04(SB)/4, v; \
+	DATA fp4AsmK8<>+off+0x08(SB)/4, v; \
+	DATA fp4AsmK8<>+off+0x0c(SB)/4, v; \
+	DATA fp4AsmK8<>+off+0x10(SB)/4, v; \
+	DATA fp4AsmK8<>+off+0x14(SB)/4, v; \
+	DATA fp4AsmK8<>+off+0x18(SB)/4, v; \
+	DATA fp4AsmK8<>+off+0x1c(SB)/4, v
+
+K8(0x000, $0x7fffffff)
+K8(0x020, $0x80000000)
+K8(0x040, $0x40c08000)
+K8(0x060, $0x40c00000)
+K8(0x080, $0x7f800000)
+K8(0x0a0, $0x08000000)
+K8(0x0c0, $0x3f800000)
+K8(0x0e0, $0x0b000000)
+
+// The code table of ELEM indexed by the low three bits of the key (0xe, 0xf, 0..5 give 6, 7,
+// 0..5: distinct), shifted to the top nibble.
+DATA fp4AsmK8<>+0x100(SB)/4, $0x20000000
+DATA fp4AsmK8<>+0x104(SB)/4, $0x30000000
+DATA fp4AsmK8<>+0x108(SB)/4, $0x40000000
+DATA fp4AsmK8<>+0x10c(SB)/4, $0x50000000
+DATA fp4AsmK8<>+0x110(SB)/4, $0x60000000
+DATA fp4AsmK8<>+0x114(SB)/4, $0x70000000
+DATA fp4AsmK8<>+0x118(SB)/4, $0x00000000
+DATA fp4AsmK8<>+0x11c(SB)/4, $0x10000000
+GLOBL fp4AsmK8<>(SB), RODATA|NOPTR, $0x120
+
+// func fp4TransposeAVX2(dst, src *float32, blocks, stride int, amax *[8]uint32)
+//
+// fp4TransposeAVX512 for eight groups in column blocks of eight: interleaves of 32-bit, then
+// 64-bit elements of row pairs, then the exchange of 128-bit halves.
+TEXT ·fp4TransposeAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ blocks+16(FP), R9
+	MOVQ stride+24(FP), CX
+	MOVQ amax+32(FP), DX
+	SHLQ $2, CX
+	LEAQ (CX)(CX*2), R8
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, (DX)
+
+block8:
+	MOVQ    SI, AX
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(CX*1), Y1
+	VMOVUPS (AX)(CX*2), Y2
+	VMOVUPS (AX)(R8*1), Y3
+	LEAQ    (AX)(CX*4), AX
+	VMOVUPS (AX), Y4
+	VMOVUPS (AX)(CX*1), Y5
+	VMOVUPS (AX)(CX*2), Y6
+	VMOVUPS (AX)(R8*1), Y7
+
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+
+	// Y(4G+m), half q = element 4q+m of rows 4G..4G+3.
+	VUNPCKLPD Y10, Y8, Y0
+	VUNPCKHPD Y10, Y8, Y1
+	VUNPCKLPD Y11, Y9, Y2
+	VUNPCKHPD Y11, Y9, Y3
+	VUNPCKLPD Y14, Y12, Y4
+	VUNPCKHPD Y14, Y12, Y5
+	VUNPCKLPD Y15, Y13, Y6
+	VUNPCKHPD Y15, Y13, Y7
+
+	// Element m (low halves) and 4+m (high halves).
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y10, 64(DI)
+	VMOVUPS Y11, 96(DI)
+	VMOVUPS Y12, 128(DI)
+	VMOVUPS Y13, 160(DI)
+	VMOVUPS Y14, 192(DI)
+	VMOVUPS Y15, 224(DI)
+
+	VMOVDQU fp4AsmK8<>+0x00(SB), Y0
+	VPAND   Y0, Y8, Y8
+	VPAND   Y0, Y9, Y9
+	VPAND   Y0, Y10, Y10
+	VPAND   Y0, Y11, Y11
+	VPAND   Y0, Y12, Y12
+	VPAND   Y0, Y13, Y13
+	VPAND   Y0, Y14, Y14
+	VPAND   Y0, Y15, Y15
+	VPMAXUD Y9, Y8, Y8
+	VPMAXUD Y11, Y10, Y10
+	VPMAXUD Y13, Y12, Y12
+	VPMAXUD Y15, Y14, Y14
+	VPMAXUD Y10, Y8, Y8
+	VPMAXUD Y14, Y12, Y12
+	VPMAXUD Y12, Y8, Y8
+	VPMAXUD (DX), Y8, Y8
+	VMOVDQU Y8, (DX)
+
+	ADDQ $32, SI
+	ADDQ $256, DI
+	DECQ R9
+	JNZ  block8
+	VZEROUPPER
+	RET
+
+// ELEM8: one row of eight groups at off(SI) into the word W: Y0 the scales, Y8 the clip
+// counts; leaves |x| in Y2 and |x| - value·s in Y5 (scratch Y1-Y5). The steps of ELEM, with
+// vector masks and the ratio by division.
+#define ELEM8(off, W) \
+	VMOVUPS off(SI), Y1; \
+	VANDPS  fp4AsmK8<>+0x00(SB), Y1, Y2; \
+	VANDPS  fp4AsmK8<>+0x20(SB), Y1, Y1; \
+	VDIVPS  Y0, Y2, Y3; \
+	VCMPPS  $0x1e, fp4AsmK8<>+0x40(SB), Y3, Y4; \
+	VPSUBD  Y4, Y8, Y8; \
+	VMINPS  fp4AsmK8<>+0x60(SB), Y3, Y3; \
+	VPAND   fp4AsmK8<>+0x80(SB), Y3, Y4; \
+	VPADDD  fp4AsmK8<>+0xa0(SB), Y4, Y5; \
+	VADDPS  Y5, Y3, Y3; \
+	VSUBPS  Y5, Y3, Y3; \
+	VPMAXUD fp4AsmK8<>+0xc0(SB), Y4, Y4; \
+	VPADDD  fp4AsmK8<>+0xe0(SB), Y4, Y5; \
+	VADDPS  Y5, Y3, Y3; \
+	VSUBPS  Y5, Y3, Y5; \
+	VPSRLD  $22, Y4, Y4; \
+	VPADDD  Y3, Y4, Y4; \
+	VPERMD  fp4AsmK8<>+0x100(SB), Y4, Y4; \
+	VPOR    Y1, Y4, Y4; \
+	VPSRLD  $4, W, W; \
+	VPOR    Y4, W, W; \
+	VMULPS  Y0, Y5, Y5; \
+	VSUBPS  Y5, Y2, Y5
+
+#define FIRST8(E, S) \
+	VMULPS Y5, Y5, E; \
+	VMULPS Y2, Y2, S
+
+#define NEXT8(E, S) \
+	VMULPS Y5, Y5, Y5; \
+	VADDPS Y5, E, E; \
+	VMULPS Y2, Y2, Y2; \
+	VADDPS Y2, S, S
+
+// The tree of the eight lanes: Y13/Y15 lane j even, Y14/Y6 lane j odd; (l0+l1) and then the
+// first half at 0(DI) and 128(DI) (the err and ss fields), (l4+l5) at 64(DI) and 96(DI) (the
+// rtn field, written later by the caller).
+#define TREE8_1 \
+	VADDPS  Y14, Y13, Y7; \
+	VMOVUPS Y7, 0(DI); \
+	VADDPS  Y6, Y15, Y7; \
+	VMOVUPS Y7, 128(DI)
+
+#define TREE8_3 \
+	VADDPS  Y14, Y13, Y13; \
+	VADDPS  0(DI), Y13, Y13; \
+	VMOVUPS Y13, 0(DI); \
+	VADDPS  Y6, Y15, Y15; \
+	VADDPS  128(DI), Y15, Y15; \
+	VMOVUPS Y15, 128(DI)
+
+#define TREE8_5 \
+	VADDPS  Y14, Y13, Y7; \
+	VMOVUPS Y7, 64(DI); \
+	VADDPS  Y6, Y15, Y7; \
+	VMOVUPS Y7, 96(DI)
+
+#define TREE8_7 \
+	VADDPS  Y14, Y13, Y13; \
+	VADDPS  64(DI), Y13, Y13; \
+	VADDPS  0(DI), Y13, Y13; \
+	VMOVUPS Y13, 0(DI); \
+	VADDPS  Y6, Y15, Y15; \
+	VADDPS  96(DI), Y15, Y15; \
+	VADDPS  128(DI), Y15, Y15; \
+	VMOVUPS Y15, 128(DI)
+
+#define NVLANE8(j, E, S) \
+	ELEM8(32*j, Y9); \
+	FIRST8(E, S); \
+	ELEM8(32*(j+8), Y10); \
+	NEXT8(E, S)
+
+#define MXLANE8(j, E, S) \
+	ELEM8(32*j, Y9); \
+	FIRST8(E, S); \
+	ELEM8(32*(j+8), Y10); \
+	NEXT8(E, S); \
+	ELEM8(32*(j+16), Y11); \
+	NEXT8(E, S); \
+	ELEM8(32*(j+24), Y12); \
+	NEXT8(E, S)
+
+// FP4STORE8 writes the clip counts and the words W0..W3 (W_i of group l at 256 + 32i + 4l).
+#define FP4STORE8 \
+	VMOVDQU Y8, 192(DI); \
+	VMOVDQU Y9, 256(DI); \
+	VMOVDQU Y10, 288(DI); \
+	VMOVDQU Y11, 320(DI); \
+	VMOVDQU Y12, 352(DI)
+
+// func fp4PackNVAVX2(t *[128]float32, s *[8]float32, r *fp4Batch)
+TEXT ·fp4PackNVAVX2(SB), NOSPLIT, $0-24
+	MOVQ    t+0(FP), SI
+	MOVQ    s+8(FP), AX
+	MOVQ    r+16(FP), DI
+	VMOVUPS (AX), Y0
+	VPXOR   Y8, Y8, Y8
+	VPXOR   Y11, Y11, Y11
+	VPXOR   Y12, Y12, Y12
+	NVLANE8(0, Y13, Y15)
+	NVLANE8(1, Y14, Y6)
+	TREE8_1
+	NVLANE8(2, Y13, Y15)
+	NVLANE8(3, Y14, Y6)
+	TREE8_3
+	NVLANE8(4, Y13, Y15)
+	NVLANE8(5, Y14, Y6)
+	TREE8_5
+	NVLANE8(6, Y13, Y15)
+	NVLANE8(7, Y14, Y6)
+	TREE8_7
+	FP4STORE8
+	VZEROUPPER
+	RET
+
+// func fp4PackMXAVX2(t *[256]float32, s *[8]float32, r *fp4Batch)
+TEXT ·fp4PackMXAVX2(SB), NOSPLIT, $0-24
+	MOVQ    t+0(FP), SI
+	MOVQ    s+8(FP), AX
+	MOVQ    r+16(FP), DI
+	VMOVUPS (AX), Y0
+	VPXOR   Y8, Y8, Y8
+	MXLANE8(0, Y13, Y15)
+	MXLANE8(1, Y14, Y6)
+	TREE8_1
+	MXLANE8(2, Y13, Y15)
+	MXLANE8(3, Y14, Y6)
+	TREE8_3
+	MXLANE8(4, Y13, Y15)
+	MXLANE8(5, Y14, Y6)
+	TREE8_5
+	MXLANE8(6, Y13, Y15)
+	MXLANE8(7, Y14, Y6)
+	TREE8_7
+	FP4STORE8
+	VZEROUPPER
+	RET

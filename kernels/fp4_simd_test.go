@@ -7,22 +7,22 @@ import (
 	"testing"
 )
 
-// fp4Variant is a loop set as the FP4 tests run it: the AVX-512 set twice, with the assembly
-// and with the Go vector code alone.
+// fp4Variant is a loop set as the FP4 tests run it: the AVX-512 and AVX2 sets twice, with the
+// assembly and with the Go vector code alone.
 type fp4Variant struct {
 	name  string
 	set   *loopSet
 	noAsm bool
 }
 
-// fp4Variants lists the loop sets after the scalar one, the AVX-512 set also without the
+// fp4Variants lists the loop sets after the scalar one, the vector sets also without the
 // assembly.
 func fp4Variants() []fp4Variant {
 	var v []fp4Variant
 	for _, set := range loopSets[1:] {
 		v = append(v, fp4Variant{set.name, set, false})
-		if set.name == "avx512" {
-			v = append(v, fp4Variant{"avx512-go", set, true})
+		if set.name == "avx512" || set.name == "avx2" {
+			v = append(v, fp4Variant{set.name + "-go", set, true})
 		}
 	}
 	return v
