@@ -64,6 +64,13 @@ func fp4PackNVAVX2(t *[128]float32, s *[8]float32, r *fp4Batch)
 //go:noescape
 func fp4PackMXAVX2(t *[256]float32, s *[8]float32, r *fp4Batch)
 
+// fp4ErrChunkAVX512 is fp4ChunkFull's loop over groups groups of gw words each (gw·groups =
+// maxChunk/8), the first with the scale *scales: it adds to s's sums and sets s.bm, and
+// writes the |errors| to ab (s.ab).
+//
+//go:noescape
+func fp4ErrChunkAVX512(s *sums512, ab *float64, ref *float32, words *uint32, scales *float32, groups, gw int)
+
 // The assembly stores into fp4Batch at these offsets.
 const (
 	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0
@@ -74,4 +81,18 @@ const (
 	_ = 192 - uint(unsafe.Offsetof(fp4Batch{}.clip))
 	_ = uint(unsafe.Offsetof(fp4Batch{}.words)) - 256
 	_ = 256 - uint(unsafe.Offsetof(fp4Batch{}.words))
+)
+
+// The assembly reads and writes sums512 at these offsets.
+const (
+	_ = uint(unsafe.Offsetof(sums512{}.se)) - 64
+	_ = 64 - uint(unsafe.Offsetof(sums512{}.se))
+	_ = uint(unsafe.Offsetof(sums512{}.sa)) - 128
+	_ = 128 - uint(unsafe.Offsetof(sums512{}.sa))
+	_ = uint(unsafe.Offsetof(sums512{}.dt)) - 192
+	_ = 192 - uint(unsafe.Offsetof(sums512{}.dt))
+	_ = uint(unsafe.Offsetof(sums512{}.sg)) - 256
+	_ = 256 - uint(unsafe.Offsetof(sums512{}.sg))
+	_ = uint(unsafe.Offsetof(sums512{}.bm)) - 384
+	_ = 384 - uint(unsafe.Offsetof(sums512{}.bm))
 )

@@ -660,3 +660,99 @@ TEXT ·fp4PackMXAVX2(SB), NOSPLIT, $0-24
 	FP4STORE8
 	VZEROUPPER
 	RET
+
+// fp4AsmErr: the sixteen E2M1 values, then the shift of nibble j into lane j of a word
+// broadcast to eight 64-bit lanes.
+DATA fp4AsmErr<>+0x00(SB)/4, $0.0
+DATA fp4AsmErr<>+0x04(SB)/4, $0.5
+DATA fp4AsmErr<>+0x08(SB)/4, $1.0
+DATA fp4AsmErr<>+0x0c(SB)/4, $1.5
+DATA fp4AsmErr<>+0x10(SB)/4, $2.0
+DATA fp4AsmErr<>+0x14(SB)/4, $3.0
+DATA fp4AsmErr<>+0x18(SB)/4, $4.0
+DATA fp4AsmErr<>+0x1c(SB)/4, $6.0
+DATA fp4AsmErr<>+0x20(SB)/4, $0x80000000
+DATA fp4AsmErr<>+0x24(SB)/4, $-0.5
+DATA fp4AsmErr<>+0x28(SB)/4, $-1.0
+DATA fp4AsmErr<>+0x2c(SB)/4, $-1.5
+DATA fp4AsmErr<>+0x30(SB)/4, $-2.0
+DATA fp4AsmErr<>+0x34(SB)/4, $-3.0
+DATA fp4AsmErr<>+0x38(SB)/4, $-4.0
+DATA fp4AsmErr<>+0x3c(SB)/4, $-6.0
+DATA fp4AsmErr<>+0x40(SB)/8, $0
+DATA fp4AsmErr<>+0x48(SB)/8, $4
+DATA fp4AsmErr<>+0x50(SB)/8, $8
+DATA fp4AsmErr<>+0x58(SB)/8, $12
+DATA fp4AsmErr<>+0x60(SB)/8, $16
+DATA fp4AsmErr<>+0x68(SB)/8, $20
+DATA fp4AsmErr<>+0x70(SB)/8, $24
+DATA fp4AsmErr<>+0x78(SB)/8, $28
+DATA fp4AsmErr<>+0x80(SB)/8, $0x7fffffffffffffff
+DATA fp4AsmErr<>+0x88(SB)/8, $-1.0
+GLOBL fp4AsmErr<>(SB), RODATA|NOPTR, $0x90
+
+// func fp4ErrChunkAVX512(s *sums512, ab *float64, ref *float32, words *uint32, scales *float32, groups, gw int)
+//
+// fp4ChunkFull's loop: for each of groups groups (scale scales[k], gw words), the sixteen
+// values e2m1·s widened to float64 in Z10, Z11, and for each word its eight values (a
+// two-table permute by the nibbles) against eight ref elements: e = g - r, |e| to ab, and
+// sr += r·r, se += e·e (rounded product), sa += |e|, dt += r·g, sg += g·g, bm = max(|e|, bm),
+// as step512 does, the products of r and g fused (exact in float64).
+TEXT ·fp4ErrChunkAVX512(SB), NOSPLIT, $0-56
+	MOVQ s+0(FP), DI
+	MOVQ ab+8(FP), AX
+	MOVQ ref+16(FP), SI
+	MOVQ words+24(FP), BX
+	MOVQ scales+32(FP), DX
+	MOVQ groups+40(FP), CX
+	MOVQ gw+48(FP), R8
+	VMOVUPD      0(DI), Z1
+	VMOVUPD      64(DI), Z2
+	VMOVUPD      128(DI), Z3
+	VMOVUPD      192(DI), Z4
+	VMOVUPD      256(DI), Z5
+	VBROADCASTSD fp4AsmErr<>+0x88(SB), Z0
+	VMOVDQU64    fp4AsmErr<>+0x40(SB), Z6
+	VMOVUPS      fp4AsmErr<>+0x00(SB), Z7
+	VPBROADCASTQ fp4AsmErr<>+0x80(SB), Z15
+
+errgroup:
+	VBROADCASTSS  (DX), Z8
+	VMULPS        Z8, Z7, Z8
+	VEXTRACTF64X4 $1, Z8, Y9
+	VCVTPS2PD     Y8, Z10
+	VCVTPS2PD     Y9, Z11
+	MOVQ          R8, R9
+
+errword:
+	VPBROADCASTD (BX), Z12
+	VPSRLVQ      Z6, Z12, Z12
+	VPERMI2PD    Z11, Z10, Z12
+	VCVTPS2PD    (SI), Z13
+	VSUBPD       Z13, Z12, Z14
+	VPANDQ       Z15, Z14, Z16
+	VMOVUPD      Z16, (AX)
+	VFMADD231PD  Z13, Z13, Z1
+	VMULPD       Z14, Z14, Z14
+	VADDPD       Z14, Z2, Z2
+	VADDPD       Z16, Z3, Z3
+	VFMADD231PD  Z12, Z13, Z4
+	VFMADD231PD  Z12, Z12, Z5
+	VMAXPD       Z0, Z16, Z0
+	ADDQ         $32, SI
+	ADDQ         $64, AX
+	ADDQ         $4, BX
+	DECQ         R9
+	JNZ          errword
+	ADDQ         $4, DX
+	DECQ         CX
+	JNZ          errgroup
+
+	VMOVUPD Z1, 0(DI)
+	VMOVUPD Z2, 64(DI)
+	VMOVUPD Z3, 128(DI)
+	VMOVUPD Z4, 192(DI)
+	VMOVUPD Z5, 256(DI)
+	VMOVUPD Z0, 384(DI)
+	VZEROUPPER
+	RET

@@ -50,6 +50,11 @@ func errLanesFP4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32
 //
 //go:noinline
 func (s *sums512) fp4ChunkFull(ref *[maxChunk]float32, words *[maxChunk / 8]uint32, scales []float32, w0, gw int) {
+	if !fp4NoAsm {
+		sc := scales[w0/gw : w0/gw+maxChunk/8/gw]
+		fp4ErrChunkAVX512(s, &s.ab[0], &ref[0], &words[0], &sc[0], len(sc), gw)
+		return
+	}
 	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
 	shifts := nibbleShifts64
 	table := archsimd.LoadFloat32x16(&e2m1Values)
