@@ -2,7 +2,10 @@
 
 package kernels
 
-import "unsafe"
+import (
+	"simd/archsimd"
+	"unsafe"
+)
 
 // The hand-written AVX-512 parts of the FP4 batches (fp4_amd64.s). The Go compiler gives the
 // vector code of fp4batch_avx512.go fifteen registers: its final pass reloads six vectors and
@@ -70,6 +73,34 @@ func fp4PackMXAVX2(t *[256]float32, s *[8]float32, r *fp4Batch)
 //
 //go:noescape
 func fp4ErrChunkAVX512(s *sums512, ab *float64, ref *float32, words *uint32, scales *float32, groups, gw int)
+
+// fp4ErrNVAVX512 is fp4ErrRows for sixteen transposed NVFP4 groups under the scales s (inv
+// their reciprocals, the ratios as in fp4PackNVAVX512): each group's error to e (which may be
+// s).
+//
+//go:noescape
+func fp4ErrNVAVX512(t *[256]float32, s, inv *[16]float32, e *[16]float32)
+
+// fp4ErrMXAVX512 is fp4ErrRows for sixteen transposed MXFP4 groups under the power-of-two
+// scales s with their exact reciprocals inv.
+//
+//go:noescape
+func fp4ErrMXAVX512(t *[512]float32, s, inv *[16]float32, e *[16]float32)
+
+// fp4ErrAsm16 is fp4ErrRows of the n rows of t (16 for NVFP4, 32 for MXFP4) by the assembly.
+func fp4ErrAsm16(t []float32, n int, s archsimd.Float32x16) archsimd.Float32x16 {
+	// The errors overwrite the scales (read first): a third array would be zeroed with
+	// legacy-SSE stores here.
+	var sv, inv [16]float32
+	s.Store(&sv)
+	archsimd.BroadcastFloat32x16(1).Div(s).Store(&inv)
+	if n == NVFP4GroupSize {
+		fp4ErrNVAVX512((*[256]float32)(t), &sv, &inv, &sv)
+	} else {
+		fp4ErrMXAVX512((*[512]float32)(t), &sv, &inv, &sv)
+	}
+	return archsimd.LoadFloat32x16(&sv)
+}
 
 // The assembly stores into fp4Batch at these offsets.
 const (

@@ -756,3 +756,116 @@ errword:
 	VMOVUPD Z0, 384(DI)
 	VZEROUPPER
 	RET
+
+// ERRELEM: ELEM's value and difference alone (no codes, no clips), from the ratio in Z2.
+#define ERRELEM \
+	VMINPS  Z28, Z2, Z2; \
+	VPANDD  Z27, Z2, Z3; \
+	VPADDD  Z26, Z3, Z4; \
+	VADDPS  Z4, Z2, Z5; \
+	VSUBPS  Z4, Z5, Z5; \
+	VPMAXUD Z25, Z3, Z3; \
+	VPADDD  Z24, Z3, Z4; \
+	VADDPS  Z4, Z5, Z5; \
+	VSUBPS  Z4, Z5, Z6; \
+	VMULPS  Z30, Z6, Z6; \
+	VSUBPS  Z6, Z1, Z6
+
+#define EFIRST(E) \
+	VMULPS Z6, Z6, E
+
+#define ENEXT(E) \
+	VMULPS Z6, Z6, Z6; \
+	VADDPS Z6, E, E
+
+#define ETREE1 \
+	VADDPS Z14, Z15, Z13
+
+#define ETREE3 \
+	VADDPS Z14, Z15, Z15; \
+	VADDPS Z15, Z13, Z13
+
+#define ETREE5 \
+	VADDPS Z14, Z15, Z12
+
+#define ETREE7 \
+	VADDPS Z14, Z15, Z15; \
+	VADDPS Z15, Z12, Z12; \
+	VADDPS Z12, Z13, Z13
+
+#define NVELANE(j, E, d0, d1) \
+	NVRATIO(64*j, d0); \
+	ERRELEM; \
+	EFIRST(E); \
+	NVRATIO(64*(j+8), d1); \
+	ERRELEM; \
+	ENEXT(E)
+
+// MXRATIO0: the ratio with the reciprocals in Z0.
+#define MXRATIO0(off) \
+	VPANDD off(SI), Z31, Z1; \
+	VMULPS Z0, Z1, Z2
+
+#define MXELANE(j, E) \
+	MXRATIO0(64*j); \
+	ERRELEM; \
+	EFIRST(E); \
+	MXRATIO0(64*(j+8)); \
+	ERRELEM; \
+	ENEXT(E); \
+	MXRATIO0(64*(j+16)); \
+	ERRELEM; \
+	ENEXT(E); \
+	MXRATIO0(64*(j+24)); \
+	ERRELEM; \
+	ENEXT(E)
+
+// func fp4ErrNVAVX512(t *[256]float32, s, inv *[16]float32, e *[16]float32)
+TEXT ·fp4ErrNVAVX512(SB), NOSPLIT, $0-32
+	MOVQ t+0(FP), SI
+	MOVQ s+8(FP), AX
+	MOVQ inv+16(FP), BX
+	MOVQ e+24(FP), DI
+	FP4CONSTS
+	VMOVUPS (AX), Z30
+	VMOVUPS (BX), Z0
+	NVELANE(0, Z15, ne0a, ne0b)
+	NVELANE(1, Z14, ne1a, ne1b)
+	ETREE1
+	NVELANE(2, Z15, ne2a, ne2b)
+	NVELANE(3, Z14, ne3a, ne3b)
+	ETREE3
+	NVELANE(4, Z15, ne4a, ne4b)
+	NVELANE(5, Z14, ne5a, ne5b)
+	ETREE5
+	NVELANE(6, Z15, ne6a, ne6b)
+	NVELANE(7, Z14, ne7a, ne7b)
+	ETREE7
+	VMOVUPS Z13, (DI)
+	VZEROUPPER
+	RET
+
+// func fp4ErrMXAVX512(t *[512]float32, s, inv *[16]float32, e *[16]float32)
+TEXT ·fp4ErrMXAVX512(SB), NOSPLIT, $0-32
+	MOVQ t+0(FP), SI
+	MOVQ s+8(FP), AX
+	MOVQ inv+16(FP), BX
+	MOVQ e+24(FP), DI
+	FP4CONSTS
+	VMOVUPS (AX), Z30
+	VMOVUPS (BX), Z0
+	MXELANE(0, Z15)
+	MXELANE(1, Z14)
+	ETREE1
+	MXELANE(2, Z15)
+	MXELANE(3, Z14)
+	ETREE3
+	MXELANE(4, Z15)
+	MXELANE(5, Z14)
+	ETREE5
+	MXELANE(6, Z15)
+	MXELANE(7, Z14)
+	ETREE7
+	VMOVUPS Z13, (DI)
+	VZEROUPPER
+	RET

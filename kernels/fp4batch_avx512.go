@@ -266,6 +266,9 @@ func fp4Mag(p archsimd.Uint32x16) (a, v archsimd.Uint32x16) {
 // ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)). The sign does not change a squared error: the
 // difference is taken between |x| and the magnitude's value.
 func fp4ErrRows(t []float32, n int, s archsimd.Float32x16, exact bool) archsimd.Float32x16 {
+	if !fp4NoAsm {
+		return fp4ErrAsm16(t, n, s)
+	}
 	inv := archsimd.BroadcastFloat32x16(1).Div(s)
 	return fp4ErrHalf(t, n, 0, s, inv, exact).Add(fp4ErrHalf(t, n, 4, s, inv, exact))
 }
