@@ -102,6 +102,29 @@ func fp4ErrAsm16(t []float32, n int, s archsimd.Float32x16) archsimd.Float32x16 
 	return archsimd.LoadFloat32x16(&sv)
 }
 
+// fp4ErrNVAVX2 is fp4ErrRows8 for eight transposed NVFP4 groups under the scales s (the
+// ratios by division): each group's error to e (which may be s).
+//
+//go:noescape
+func fp4ErrNVAVX2(t *[128]float32, s *[8]float32, e *[8]float32)
+
+// fp4ErrMXAVX2 is fp4ErrNVAVX2 for eight transposed MXFP4 groups.
+//
+//go:noescape
+func fp4ErrMXAVX2(t *[256]float32, s *[8]float32, e *[8]float32)
+
+// fp4ErrAsm8 is fp4ErrRows8 of the n rows of t (16 for NVFP4, 32 for MXFP4) by the assembly.
+func fp4ErrAsm8(t []float32, n int, s archsimd.Float32x8) archsimd.Float32x8 {
+	var sv [8]float32 // the scales, then the errors (see fp4ErrAsm16)
+	s.Store(&sv)
+	if n == NVFP4GroupSize {
+		fp4ErrNVAVX2((*[128]float32)(t), &sv, &sv)
+	} else {
+		fp4ErrMXAVX2((*[256]float32)(t), &sv, &sv)
+	}
+	return archsimd.LoadFloat32x8(&sv)
+}
+
 // The assembly stores into fp4Batch at these offsets.
 const (
 	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0

@@ -869,3 +869,104 @@ TEXT ·fp4ErrMXAVX512(SB), NOSPLIT, $0-32
 	VMOVUPS Z13, (DI)
 	VZEROUPPER
 	RET
+
+// ERRELEM8: ELEM8's difference alone, |x| - value·s in Y5 (scratch Y1-Y5, Y0 the scales).
+#define ERRELEM8(off) \
+	VMOVUPS off(SI), Y1; \
+	VANDPS  fp4AsmK8<>+0x00(SB), Y1, Y2; \
+	VDIVPS  Y0, Y2, Y3; \
+	VMINPS  fp4AsmK8<>+0x60(SB), Y3, Y3; \
+	VPAND   fp4AsmK8<>+0x80(SB), Y3, Y4; \
+	VPADDD  fp4AsmK8<>+0xa0(SB), Y4, Y5; \
+	VADDPS  Y5, Y3, Y3; \
+	VSUBPS  Y5, Y3, Y3; \
+	VPMAXUD fp4AsmK8<>+0xc0(SB), Y4, Y4; \
+	VPADDD  fp4AsmK8<>+0xe0(SB), Y4, Y5; \
+	VADDPS  Y5, Y3, Y3; \
+	VSUBPS  Y5, Y3, Y5; \
+	VMULPS  Y0, Y5, Y5; \
+	VSUBPS  Y5, Y2, Y5
+
+#define EFIRST8(E) \
+	VMULPS Y5, Y5, E
+
+#define ENEXT8(E) \
+	VMULPS Y5, Y5, Y5; \
+	VADDPS Y5, E, E
+
+// The error tree in Y12-Y15: Y15 lane j even, Y14 odd, Y13 (l0+l1) then the first half, Y12
+// (l4+l5) then the second half.
+#define ETREE8_1 \
+	VADDPS Y14, Y15, Y13
+
+#define ETREE8_3 \
+	VADDPS Y14, Y15, Y15; \
+	VADDPS Y15, Y13, Y13
+
+#define ETREE8_5 \
+	VADDPS Y14, Y15, Y12
+
+#define ETREE8_7 \
+	VADDPS Y14, Y15, Y15; \
+	VADDPS Y15, Y12, Y12; \
+	VADDPS Y12, Y13, Y13
+
+#define NVELANE8(j, E) \
+	ERRELEM8(32*j); \
+	EFIRST8(E); \
+	ERRELEM8(32*(j+8)); \
+	ENEXT8(E)
+
+#define MXELANE8(j, E) \
+	ERRELEM8(32*j); \
+	EFIRST8(E); \
+	ERRELEM8(32*(j+8)); \
+	ENEXT8(E); \
+	ERRELEM8(32*(j+16)); \
+	ENEXT8(E); \
+	ERRELEM8(32*(j+24)); \
+	ENEXT8(E)
+
+// func fp4ErrNVAVX2(t *[128]float32, s *[8]float32, e *[8]float32)
+TEXT ·fp4ErrNVAVX2(SB), NOSPLIT, $0-24
+	MOVQ    t+0(FP), SI
+	MOVQ    s+8(FP), AX
+	MOVQ    e+16(FP), DI
+	VMOVUPS (AX), Y0
+	NVELANE8(0, Y15)
+	NVELANE8(1, Y14)
+	ETREE8_1
+	NVELANE8(2, Y15)
+	NVELANE8(3, Y14)
+	ETREE8_3
+	NVELANE8(4, Y15)
+	NVELANE8(5, Y14)
+	ETREE8_5
+	NVELANE8(6, Y15)
+	NVELANE8(7, Y14)
+	ETREE8_7
+	VMOVUPS Y13, (DI)
+	VZEROUPPER
+	RET
+
+// func fp4ErrMXAVX2(t *[256]float32, s *[8]float32, e *[8]float32)
+TEXT ·fp4ErrMXAVX2(SB), NOSPLIT, $0-24
+	MOVQ    t+0(FP), SI
+	MOVQ    s+8(FP), AX
+	MOVQ    e+16(FP), DI
+	VMOVUPS (AX), Y0
+	MXELANE8(0, Y15)
+	MXELANE8(1, Y14)
+	ETREE8_1
+	MXELANE8(2, Y15)
+	MXELANE8(3, Y14)
+	ETREE8_3
+	MXELANE8(4, Y15)
+	MXELANE8(5, Y14)
+	ETREE8_5
+	MXELANE8(6, Y15)
+	MXELANE8(7, Y14)
+	ETREE8_7
+	VMOVUPS Y13, (DI)
+	VZEROUPPER
+	RET

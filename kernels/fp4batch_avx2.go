@@ -238,6 +238,9 @@ func fp4Mag8(p archsimd.Uint32x8) (a, v archsimd.Uint32x8) {
 
 // fp4ErrRows8 is fp4ErrRows in eight lanes.
 func fp4ErrRows8(t []float32, n int, s archsimd.Float32x8, exact bool) archsimd.Float32x8 {
+	if !fp4NoAsm {
+		return fp4ErrAsm8(t, n, s)
+	}
 	inv := archsimd.BroadcastFloat32x8(1).Div(s)
 	return fp4ErrHalf8(t, n, 0, s, inv, exact).Add(fp4ErrHalf8(t, n, 4, s, inv, exact))
 }
