@@ -125,6 +125,11 @@ func fp4ErrAsm8(t []float32, n int, s archsimd.Float32x8) archsimd.Float32x8 {
 	return archsimd.LoadFloat32x8(&sv)
 }
 
+// fp4StatsAVX512 writes the statistics of the sixteen groups of r to st.
+//
+//go:noescape
+func fp4StatsAVX512(r *fp4Batch, st *[16]GroupStats)
+
 // The assembly stores into fp4Batch at these offsets.
 const (
 	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0
@@ -135,6 +140,16 @@ const (
 	_ = 192 - uint(unsafe.Offsetof(fp4Batch{}.clip))
 	_ = uint(unsafe.Offsetof(fp4Batch{}.words)) - 256
 	_ = 256 - uint(unsafe.Offsetof(fp4Batch{}.words))
+	_ = uint(unsafe.Offsetof(fp4Batch{}.rtn)) - 64
+	_ = 64 - uint(unsafe.Offsetof(fp4Batch{}.rtn))
+	_ = uint(unsafe.Sizeof(GroupStats{})) - 16
+	_ = 16 - uint(unsafe.Sizeof(GroupStats{}))
+	_ = uint(unsafe.Offsetof(GroupStats{}.Err)) - 4
+	_ = 4 - uint(unsafe.Offsetof(GroupStats{}.Err))
+	_ = uint(unsafe.Offsetof(GroupStats{}.RTNErr)) - 8
+	_ = 8 - uint(unsafe.Offsetof(GroupStats{}.RTNErr))
+	_ = uint(unsafe.Offsetof(GroupStats{}.Clipped)) - 12
+	_ = 12 - uint(unsafe.Offsetof(GroupStats{}.Clipped))
 )
 
 // The assembly reads and writes sums512 at these offsets.

@@ -970,3 +970,37 @@ TEXT ·fp4ErrMXAVX2(SB), NOSPLIT, $0-24
 	VMOVUPS Y13, (DI)
 	VZEROUPPER
 	RET
+
+// func fp4StatsAVX512(r *fp4Batch, st *[16]GroupStats)
+//
+// Writes the sixteen groups' statistics: GroupStats{ss, err, rtn, clip} of lane l to st[l],
+// the 4×16 block of r's fields transposed by interleaves and 128-bit lane exchanges.
+TEXT ·fp4StatsAVX512(SB), NOSPLIT, $0-16
+	MOVQ       r+0(FP), SI
+	MOVQ       st+8(FP), DI
+	VMOVUPS    128(SI), Z0
+	VMOVUPS    0(SI), Z1
+	VMOVUPS    64(SI), Z2
+	VMOVUPS    192(SI), Z3
+	VUNPCKLPS  Z1, Z0, Z4
+	VUNPCKHPS  Z1, Z0, Z5
+	VUNPCKLPS  Z3, Z2, Z6
+	VUNPCKHPS  Z3, Z2, Z7
+	VUNPCKLPD  Z6, Z4, Z0
+	VUNPCKHPD  Z6, Z4, Z1
+	VUNPCKLPD  Z7, Z5, Z2
+	VUNPCKHPD  Z7, Z5, Z3
+	VSHUFF32X4 $0x44, Z1, Z0, Z4
+	VSHUFF32X4 $0xee, Z1, Z0, Z5
+	VSHUFF32X4 $0x44, Z3, Z2, Z6
+	VSHUFF32X4 $0xee, Z3, Z2, Z7
+	VSHUFF32X4 $0x88, Z6, Z4, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z7, Z5, Z2
+	VSHUFF32X4 $0xdd, Z7, Z5, Z3
+	VMOVUPS    Z0, 0(DI)
+	VMOVUPS    Z1, 64(DI)
+	VMOVUPS    Z2, 128(DI)
+	VMOVUPS    Z3, 192(DI)
+	VZEROUPPER
+	RET

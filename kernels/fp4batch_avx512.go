@@ -94,6 +94,10 @@ func fp4BatchesAVX512(out FP4Out, src []float32, ng, gs int, g float32, search S
 			break
 		}
 		st := out.Stats[k0 : k0+batchGroups]
+		if !fp4NoAsm {
+			fp4StatsAVX512(&res, (*[batchGroups]GroupStats)(st))
+			continue
+		}
 		for l := range st {
 			st[l] = GroupStats{SumSq: res.ss[l], Err: res.err[l], RTNErr: res.rtn[l], Clipped: res.clip[l]}
 		}
