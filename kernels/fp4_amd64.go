@@ -130,6 +130,12 @@ func fp4ErrAsm8(t []float32, n int, s archsimd.Float32x8) archsimd.Float32x8 {
 //go:noescape
 func fp4StatsAVX512(r *fp4Batch, st *[16]GroupStats)
 
+// fp4ErrChunkAVX2 is (*sums256).chunk of both halves of n elements of ref against got (n a
+// multiple of eight, at most maxChunk), |got-ref| to ab (s.ab).
+//
+//go:noescape
+func fp4ErrChunkAVX2(s *sums256, ab *float64, ref, got *float32, n int)
+
 // The assembly stores into fp4Batch at these offsets.
 const (
 	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0
@@ -164,4 +170,18 @@ const (
 	_ = 256 - uint(unsafe.Offsetof(sums512{}.sg))
 	_ = uint(unsafe.Offsetof(sums512{}.bm)) - 384
 	_ = 384 - uint(unsafe.Offsetof(sums512{}.bm))
+)
+
+// The assembly reads and writes sums256 at these offsets.
+const (
+	_ = uint(unsafe.Offsetof(sums256{}.se)) - 64
+	_ = 64 - uint(unsafe.Offsetof(sums256{}.se))
+	_ = uint(unsafe.Offsetof(sums256{}.sa)) - 128
+	_ = 128 - uint(unsafe.Offsetof(sums256{}.sa))
+	_ = uint(unsafe.Offsetof(sums256{}.dt)) - 192
+	_ = 192 - uint(unsafe.Offsetof(sums256{}.dt))
+	_ = uint(unsafe.Offsetof(sums256{}.sg)) - 256
+	_ = 256 - uint(unsafe.Offsetof(sums256{}.sg))
+	_ = uint(unsafe.Offsetof(sums256{}.bm)) - 320
+	_ = 320 - uint(unsafe.Offsetof(sums256{}.bm))
 )

@@ -1004,3 +1004,54 @@ TEXT ·fp4StatsAVX512(SB), NOSPLIT, $0-16
 	VMOVUPS    Z3, 192(DI)
 	VZEROUPPER
 	RET
+
+// ERRHALF8: half h of (*sums256).chunk: lanes 4h..4h+3 of every eight elements of ref (SI)
+// against got (BX), n elements (CX); |got-ref| to ab (DX). Y0 the |x| mask of float64.
+#define ERRHALF8(h, loop, done) \
+	VMOVUPD      (32*h)(DI), Y1; \
+	VMOVUPD      (64+32*h)(DI), Y2; \
+	VMOVUPD      (128+32*h)(DI), Y3; \
+	VMOVUPD      (192+32*h)(DI), Y4; \
+	VMOVUPD      (256+32*h)(DI), Y5; \
+	VBROADCASTSD fp4AsmErr<>+0x88(SB), Y6; \
+	MOVQ         $(4*h), AX; \
+loop: \
+	LEAQ         4(AX), R8; \
+	CMPQ         R8, CX; \
+	JGT          done; \
+	VCVTPS2PD    (SI)(AX*4), Y7; \
+	VCVTPS2PD    (BX)(AX*4), Y8; \
+	VSUBPD       Y7, Y8, Y9; \
+	VANDPD       Y0, Y9, Y10; \
+	VMOVUPD      Y10, (DX)(AX*8); \
+	VFMADD231PD  Y7, Y7, Y1; \
+	VMULPD       Y9, Y9, Y9; \
+	VADDPD       Y9, Y2, Y2; \
+	VADDPD       Y10, Y3, Y3; \
+	VFMADD231PD  Y8, Y7, Y4; \
+	VFMADD231PD  Y8, Y8, Y5; \
+	VMAXPD       Y6, Y10, Y6; \
+	ADDQ         $8, AX; \
+	JMP          loop; \
+done: \
+	VMOVUPD      Y1, (32*h)(DI); \
+	VMOVUPD      Y2, (64+32*h)(DI); \
+	VMOVUPD      Y3, (128+32*h)(DI); \
+	VMOVUPD      Y4, (192+32*h)(DI); \
+	VMOVUPD      Y5, (256+32*h)(DI); \
+	VMOVUPD      Y6, (320+32*h)(DI)
+
+// func fp4ErrChunkAVX2(s *sums256, ab *float64, ref, got *float32, n int)
+//
+// (*sums256).chunk of both halves: n elements (a multiple of eight, at most maxChunk).
+TEXT ·fp4ErrChunkAVX2(SB), NOSPLIT, $0-40
+	MOVQ         s+0(FP), DI
+	MOVQ         ab+8(FP), DX
+	MOVQ         ref+16(FP), SI
+	MOVQ         got+24(FP), BX
+	MOVQ         n+32(FP), CX
+	VBROADCASTSD fp4AsmErr<>+0x80(SB), Y0
+	ERRHALF8(0, eh0, eh0done)
+	ERRHALF8(1, eh1, eh1done)
+	VZEROUPPER
+	RET

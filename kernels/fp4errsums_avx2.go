@@ -39,12 +39,24 @@ func errLanesFP4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32, 
 			v := table.Permute(c).AsUint32x8().Or(sign).AsFloat32x8()
 			v.Mul(vs).Store((*[8]float32)(buf[n:]))
 			if n += 8; n == len(buf) {
-				a.add256(&s, ref[:n], buf[:n])
+				a.addFP4Chunk(&s, ref[:n], buf[:n])
 				ref, n = ref[n:], 0
 			}
 		}
 	}
-	a.add256(&s, ref[:n], buf[:n])
+	a.addFP4Chunk(&s, ref[:n], buf[:n])
 	a.save256(&s)
 	archsimd.ClearAVXUpperBits()
+}
+
+// addFP4Chunk is add256 for at most maxChunk elements, the sums by fp4ErrChunkAVX2.
+func (a *errAcc) addFP4Chunk(s *sums256, ref, got []float32) {
+	if fp4NoAsm || len(ref) == 0 {
+		a.add256(s, ref, got)
+		return
+	}
+	got = got[:len(ref)]
+	_ = s.ab[len(ref)-1]
+	fp4ErrChunkAVX2(s, &s.ab[0], &ref[0], &got[0], len(ref))
+	a.endChunk256(s, len(ref))
 }
