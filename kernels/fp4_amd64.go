@@ -136,6 +136,12 @@ func fp4StatsAVX512(r *fp4Batch, st *[16]GroupStats)
 //go:noescape
 func fp4ErrChunkAVX2(s *sums256, ab *float64, ref, got *float32, n int)
 
+// fp4DecodeAVX2 is expandFP4 of groups groups of gw words each, the first with the scale
+// *scales, into dst (8·gw·groups values).
+//
+//go:noescape
+func fp4DecodeAVX2(dst *float32, words *uint32, scales *float32, groups, gw int)
+
 // The assembly stores into fp4Batch at these offsets.
 const (
 	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0

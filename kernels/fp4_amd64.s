@@ -1055,3 +1055,69 @@ TEXT ·fp4ErrChunkAVX2(SB), NOSPLIT, $0-40
 	ERRHALF8(1, eh1, eh1done)
 	VZEROUPPER
 	RET
+
+// fp4AsmDec: the nibble shifts of eight lanes, the eight E2M1 magnitudes, the sign bit of a
+// code.
+DATA fp4AsmDec<>+0x00(SB)/4, $0
+DATA fp4AsmDec<>+0x04(SB)/4, $4
+DATA fp4AsmDec<>+0x08(SB)/4, $8
+DATA fp4AsmDec<>+0x0c(SB)/4, $12
+DATA fp4AsmDec<>+0x10(SB)/4, $16
+DATA fp4AsmDec<>+0x14(SB)/4, $20
+DATA fp4AsmDec<>+0x18(SB)/4, $24
+DATA fp4AsmDec<>+0x1c(SB)/4, $28
+DATA fp4AsmDec<>+0x20(SB)/4, $0.0
+DATA fp4AsmDec<>+0x24(SB)/4, $0.5
+DATA fp4AsmDec<>+0x28(SB)/4, $1.0
+DATA fp4AsmDec<>+0x2c(SB)/4, $1.5
+DATA fp4AsmDec<>+0x30(SB)/4, $2.0
+DATA fp4AsmDec<>+0x34(SB)/4, $3.0
+DATA fp4AsmDec<>+0x38(SB)/4, $4.0
+DATA fp4AsmDec<>+0x3c(SB)/4, $6.0
+DATA fp4AsmDec<>+0x40(SB)/4, $8
+DATA fp4AsmDec<>+0x44(SB)/4, $8
+DATA fp4AsmDec<>+0x48(SB)/4, $8
+DATA fp4AsmDec<>+0x4c(SB)/4, $8
+DATA fp4AsmDec<>+0x50(SB)/4, $8
+DATA fp4AsmDec<>+0x54(SB)/4, $8
+DATA fp4AsmDec<>+0x58(SB)/4, $8
+DATA fp4AsmDec<>+0x5c(SB)/4, $8
+GLOBL fp4AsmDec<>(SB), RODATA|NOPTR, $0x60
+
+// func fp4DecodeAVX2(dst *float32, words *uint32, scales *float32, groups, gw int)
+//
+// expandFP4 of groups groups of gw words each: the codes of a word shifted into eight lanes,
+// their magnitudes permuted from the eight grid values (VPERMPS reads the low three bits), the
+// sign bit moved in from bit 3, times the group's scale (one float32 rounding).
+TEXT ·fp4DecodeAVX2(SB), NOSPLIT, $0-40
+	MOVQ    dst+0(FP), DI
+	MOVQ    words+8(FP), SI
+	MOVQ    scales+16(FP), DX
+	MOVQ    groups+24(FP), CX
+	MOVQ    gw+32(FP), R8
+	VMOVDQU fp4AsmDec<>+0x00(SB), Y0
+	VMOVUPS fp4AsmDec<>+0x20(SB), Y1
+	VMOVDQU fp4AsmDec<>+0x40(SB), Y2
+
+decgroup:
+	VBROADCASTSS (DX), Y3
+	MOVQ         R8, R9
+
+decword:
+	VPBROADCASTD (SI), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPERMPS      Y1, Y4, Y5
+	VPAND        Y2, Y4, Y4
+	VPSLLD       $28, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, (DI)
+	ADDQ         $4, SI
+	ADDQ         $32, DI
+	DECQ         R9
+	JNZ          decword
+	ADDQ         $4, DX
+	DECQ         CX
+	JNZ          decgroup
+	VZEROUPPER
+	RET

@@ -25,6 +25,23 @@ func errLanesFP4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32, 
 		ref, packed, scales = ref[g:], packed[g/2:], scales[1:]
 	}
 	var s sums256
+	if !fp4NoAsm {
+		// A chunk of whole groups at a time (g divides maxChunk), decoded by fp4DecodeAVX2.
+		a.load256(&s)
+		words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(packed))), len(packed)/4)
+		per := maxChunk / g
+		for k0 := 0; k0 < len(scales); k0 += per {
+			k1 := min(len(scales), k0+per)
+			n := (k1 - k0) * g
+			_ = words[k1*g/8-1]
+			fp4DecodeAVX2(&buf[0], &words[k0*g/8], &scales[k0], k1-k0, g/8)
+			a.addFP4Chunk(&s, ref[:n], buf[:n])
+			ref = ref[n:]
+		}
+		a.save256(&s)
+		archsimd.ClearAVXUpperBits()
+		return
+	}
 	shr := archsimd.LoadUint32x8Slice(nibbleShifts[:])
 	table := archsimd.LoadFloat32x8((*[8]float32)(e2m1Values[:8]))
 	eight := archsimd.BroadcastUint32x8(8)
