@@ -14,6 +14,8 @@ import (
 // and codes compared are below 2^31 and compared signed, masks are vectors, the sign bit goes
 // to the code by an arithmetic shift, the packed words are put in order by interleaves, and the
 // scale codes and statistics are stored through a scratch block and copied out by scalar code.
+// The transpose, the candidates' errors and the final pass run as assembly (fp4_amd64.s; the
+// ratios by division) unless fp4NoAsm keeps these Go forms.
 
 // fp4K8 holds the constant vectors of the AVX2 batch (initFP4Batch8, on a CPU with AVX2).
 var fp4K8 struct {

@@ -26,6 +26,10 @@ import (
 // on the Intel CPU of docs/FP4.md it cost less than the product and its check (BenchmarkFP4Parts,
 // alternating builds), and eight candidate passes, where it cost more. A batch with a
 // non-finite value is left to the per-group loop, which reports it.
+//
+// These are the Go forms. By default the transpose, the candidates' errors, the final pass
+// and the statistics run as assembly (fp4_amd64.s, fp4_amd64.go), which takes the checked
+// product in the final pass too; fp4NoAsm keeps the Go forms, which the tests compare.
 
 // fp4K holds the constant vectors of the batched FP4 loops (initFP4Batch, on a CPU with
 // AVX-512: an initialiser would run AVX-512 instructions on every CPU).
