@@ -11,7 +11,8 @@ import (
 // takes INT4's: the values are decoded into a stack buffer maxChunk at a time (eight codes of a
 // word shifted into lanes, their magnitudes permuted from the eight grid values, the sign bit
 // moved in from bit 3, times the group's scale: the float32 products of expandFP4) and the sums
-// run over it with one sums256 for the whole slab. a must be on a lane boundary (a.n%8 == 0)
+// run over it with one sums256 for the whole slab; by default the decoding of a chunk and its
+// sums are assembly (fp4DecodeAVX2, fp4ErrChunkAVX2). a must be on a lane boundary (a.n%8 == 0)
 // and scales not empty; the first group goes through the scalar step when a has fewer than
 // eight elements, so that every lane holds one.
 func errLanesFP4AVX2(a *errAcc, ref []float32, packed []byte, scales []float32, g int) {
