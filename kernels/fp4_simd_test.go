@@ -147,7 +147,8 @@ func TestSIMDFP4(t *testing.T) {
 }
 
 // FuzzSIMDFP4 compares every loop set with the scalar one on arbitrary finite weights and
-// global scales, and checks that no searched group ends worse than its RTN error.
+// global scales, and checks that no searched group ends worse than its RTN error. The weights
+// are repeated to fill whole batches, so the batched loops (and their assembly) run on them.
 func FuzzSIMDFP4(f *testing.F) {
 	seed := make([]byte, 4*64)
 	for i := range 64 {
@@ -160,14 +161,20 @@ func FuzzSIMDFP4(f *testing.F) {
 		if n == 0 || !(g >= NVFP4MinGlobal && g <= NVFP4MaxGlobal) {
 			return
 		}
-		x := make([]float32, n)
+		// The input, then again 1024 elements of it (every other copy negated): whole batches
+		// of sixteen groups of both formats, then the groups after them.
+		x := make([]float32, n+1024)
 		for i := range x {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			j := i % n
+			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
 			if v != v || math.IsInf(float64(v), 0) {
 				v = 0
 			}
+			if i/n%2 == 1 {
+				v = -v
+			}
 			x[i] = v
 		}
-		fp4AllSets(t, x, 1, n, g)
+		fp4AllSets(t, x, 1, len(x), g)
 	})
 }
