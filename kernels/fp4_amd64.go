@@ -7,11 +7,12 @@ import (
 	"unsafe"
 )
 
-// The hand-written AVX-512 parts of the FP4 batches (fp4_amd64.s). The Go compiler gives the
-// vector code of fp4batch_avx512.go fifteen registers: its final pass reloads six vectors and
-// spills per row, and its transpose goes through memory twice. The assembly keeps every
-// constant, sum and code word of a pass in the 32 registers, transposes in registers, and
-// takes fewer steps per element:
+// The hand-written parts of the FP4 batches and error sums (fp4_amd64.s), AVX-512 forms run by
+// the avx512 loop set and VEX-only AVX2 forms run by the avx2 set (scripts/avx2-emu.sh runs
+// them on a CPU without AVX-512). The Go compiler gives the vector code of fp4batch_avx512.go
+// fifteen registers: its final pass reloads six vectors and spills per row, and its transpose
+// goes through memory twice. The assembly keeps every constant, sum and code word of a pass in
+// registers, transposes in registers, and takes fewer steps per element:
 //
 //   - the BF16 rounding of the ratio r (at most 6 first: every ratio above rounds to code 7) is
 //     (r + C) - C with C = 2^(e+16), e r's exponent: the ulp of C's binade is BF16's at r, and
