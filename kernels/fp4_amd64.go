@@ -143,6 +143,11 @@ func fp4ErrChunkAVX2(s *sums256, ab *float64, ref, got *float32, n int)
 //go:noescape
 func fp4DecodeAVX2(dst *float32, words *uint32, scales *float32, groups, gw int)
 
+// fp4StatsAVX2 writes the statistics of the first eight groups of r to st.
+//
+//go:noescape
+func fp4StatsAVX2(r *fp4Batch, st *[8]GroupStats)
+
 // The assembly stores into fp4Batch at these offsets.
 const (
 	_ = uint(unsafe.Offsetof(fp4Batch{}.err)) - 0

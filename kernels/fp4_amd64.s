@@ -1121,3 +1121,33 @@ decword:
 	JNZ          decgroup
 	VZEROUPPER
 	RET
+
+// func fp4StatsAVX2(r *fp4Batch, st *[8]GroupStats)
+//
+// fp4StatsAVX512 for the first eight lanes of r's fields: interleaves, then the exchange of
+// 128-bit halves.
+TEXT ·fp4StatsAVX2(SB), NOSPLIT, $0-16
+	MOVQ       r+0(FP), SI
+	MOVQ       st+8(FP), DI
+	VMOVUPS    128(SI), Y0
+	VMOVUPS    0(SI), Y1
+	VMOVUPS    64(SI), Y2
+	VMOVUPS    192(SI), Y3
+	VUNPCKLPS  Y1, Y0, Y4
+	VUNPCKHPS  Y1, Y0, Y5
+	VUNPCKLPS  Y3, Y2, Y6
+	VUNPCKHPS  Y3, Y2, Y7
+	VUNPCKLPD  Y6, Y4, Y0
+	VUNPCKHPD  Y6, Y4, Y1
+	VUNPCKLPD  Y7, Y5, Y2
+	VUNPCKHPD  Y7, Y5, Y3
+	VPERM2F128 $0x20, Y1, Y0, Y4
+	VPERM2F128 $0x20, Y3, Y2, Y5
+	VPERM2F128 $0x31, Y1, Y0, Y6
+	VPERM2F128 $0x31, Y3, Y2, Y7
+	VMOVUPS    Y4, 0(DI)
+	VMOVUPS    Y5, 32(DI)
+	VMOVUPS    Y6, 64(DI)
+	VMOVUPS    Y7, 96(DI)
+	VZEROUPPER
+	RET

@@ -14,8 +14,8 @@ import (
 // and codes compared are below 2^31 and compared signed, masks are vectors, the sign bit goes
 // to the code by an arithmetic shift, the packed words are put in order by interleaves, and the
 // scale codes and statistics are stored through a scratch block and copied out by scalar code.
-// The transpose, the candidates' errors and the final pass run as assembly (fp4_amd64.s; the
-// ratios by division) unless fp4NoAsm keeps these Go forms.
+// The transpose, the candidates' errors, the final pass and the statistics' store run as
+// assembly (fp4_amd64.s; the ratios by division) unless fp4NoAsm keeps these Go forms.
 
 // fp4K8 holds the constant vectors of the AVX2 batch (initFP4Batch8, on a CPU with AVX2).
 var fp4K8 struct {
@@ -75,6 +75,13 @@ func fp4BatchesAVX2(out FP4Out, src []float32, ng, gs int, g float32, search Sea
 		archsimd.ClearAVXUpperBits()
 		if !ok {
 			break
+		}
+		if !fp4NoAsm {
+			for l, c := range res.codes {
+				out.Scales[k0+l] = uint8(c)
+			}
+			fp4StatsAVX2(&res.fp4Batch, (*[avx2Groups]GroupStats)(out.Stats[k0:]))
+			continue
 		}
 		for l := range avx2Groups {
 			k := k0 + l
