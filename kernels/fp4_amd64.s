@@ -2,10 +2,12 @@
 
 #include "textflag.h"
 
-// The hand-written AVX-512 parts of the FP4 batches (fp4_amd64.go): the transpose of sixteen
-// groups with their absolute maxima, and the final pass of NVFP4 and MXFP4 (codes, error, Σx²
-// and clips of sixteen transposed groups under their chosen scales). Every instruction is
-// EVEX-encoded and each function ends with VZEROUPPER.
+// The hand-written parts of the FP4 batches and error sums (fp4_amd64.go explains them): the
+// transpose of sixteen (AVX2: eight) groups with their absolute maxima, the candidates' error
+// passes and the final pass of NVFP4 and MXFP4 (codes, error, Σx² and clips of the transposed
+// groups under their chosen scales), the store of the statistics, and the error sums' inner
+// loops. The functions whose names end in AVX2 are VEX-encoded only (they run on CPUs without
+// AVX-512); each function ends with VZEROUPPER.
 
 // fp4AsmK: the constant vectors' elements.
 DATA fp4AsmK<>+0x00(SB)/4, $0x7fffffff // |x| mask
