@@ -91,6 +91,11 @@ func fp4Encode(r float32) uint8 {
 	return uint8(b>>28)&8 | e2m1Mag(a)
 }
 
+// fp4NoAsm keeps the AVX-512 FP4 batches in the Go vector code instead of the assembly
+// (fp4_amd64.s), for the tests that compare the two; like SetSIMD it must not change while
+// kernels run.
+var fp4NoAsm bool
+
 // Group sizes of the two layouts.
 const (
 	NVFP4GroupSize = 16

@@ -7,12 +7,33 @@ import (
 	"testing"
 )
 
+// fp4Variant is a loop set as the FP4 tests run it: the AVX-512 and AVX2 sets twice, with the
+// assembly and with the Go vector code alone.
+type fp4Variant struct {
+	name  string
+	set   *loopSet
+	noAsm bool
+}
+
+// fp4Variants lists the loop sets after the scalar one, the vector sets also without the
+// assembly.
+func fp4Variants() []fp4Variant {
+	var v []fp4Variant
+	for _, set := range loopSets[1:] {
+		v = append(v, fp4Variant{set.name, set, false})
+		if set.name == "avx512" || set.name == "avx2" {
+			v = append(v, fp4Variant{set.name + "-go", set, true})
+		}
+	}
+	return v
+}
+
 // fp4AllSets quantizes x (rows×cols) with every loop set and fails on the first output that
 // differs from the scalar one's, bytes or statistics.
 func fp4AllSets(t *testing.T, x []float32, rows, cols int, g float32) {
 	t.Helper()
 	prev := lp
-	defer func() { lp = prev }()
+	defer func() { lp, fp4NoAsm = prev, false }()
 	type result struct {
 		nv, mx FP4Out
 		deq    []float32
@@ -51,9 +72,11 @@ func fp4AllSets(t *testing.T, x []float32, rows, cols int, g float32) {
 			}
 		}
 	}
-	for _, set := range loopSets[1:] {
-		lp = set
+	for _, v := range fp4Variants() {
+		lp, fp4NoAsm = v.set, v.noAsm
 		got := run()
+		fp4NoAsm = false
+		set := v
 		for i := range got {
 			for j := range got[i].deq {
 				if math.Float32bits(got[i].deq[j]) != math.Float32bits(want[i].deq[j]) {
@@ -124,7 +147,8 @@ func TestSIMDFP4(t *testing.T) {
 }
 
 // FuzzSIMDFP4 compares every loop set with the scalar one on arbitrary finite weights and
-// global scales, and checks that no searched group ends worse than its RTN error.
+// global scales, and checks that no searched group ends worse than its RTN error. The weights
+// are repeated to fill whole batches, so the batched loops (and their assembly) run on them.
 func FuzzSIMDFP4(f *testing.F) {
 	seed := make([]byte, 4*64)
 	for i := range 64 {
@@ -137,14 +161,20 @@ func FuzzSIMDFP4(f *testing.F) {
 		if n == 0 || !(g >= NVFP4MinGlobal && g <= NVFP4MaxGlobal) {
 			return
 		}
-		x := make([]float32, n)
+		// The input, then again 1024 elements of it (every other copy negated): whole batches
+		// of sixteen groups of both formats, then the groups after them.
+		x := make([]float32, n+1024)
 		for i := range x {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			j := i % n
+			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
 			if v != v || math.IsInf(float64(v), 0) {
 				v = 0
 			}
+			if i/n%2 == 1 {
+				v = -v
+			}
 			x[i] = v
 		}
-		fp4AllSets(t, x, 1, n, g)
+		fp4AllSets(t, x, 1, len(x), g)
 	})
 }

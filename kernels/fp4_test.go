@@ -370,3 +370,24 @@ func maxAbs(x []float32) float32 {
 	}
 	return m
 }
+
+// TestNVFP4ScalesTable checks NVFP4Scales against NVFP4Scale code by code, on slices short
+// enough for the per-code divisions and long enough for the table of all 256 codes (NaN codes
+// included), under ordinary and extreme global scales.
+func TestNVFP4ScalesTable(t *testing.T) {
+	codes := make([]byte, 3*256+5)
+	for i := range codes {
+		codes[i] = byte(i*7 + i/256)
+	}
+	for _, g := range []float32{NVFP4GlobalScale(0.02), 1, NVFP4MinGlobal, NVFP4MaxGlobal} {
+		for _, n := range []int{7, 511, 512, len(codes)} {
+			dst := make([]float32, n)
+			NVFP4Scales(dst, codes[:n], g)
+			for i, c := range codes[:n] {
+				if want := NVFP4Scale(c, g); math.Float32bits(dst[i]) != math.Float32bits(want) {
+					t.Fatalf("g %v, %d codes: code %#x: %v, want %v", g, n, c, dst[i], want)
+				}
+			}
+		}
+	}
+}

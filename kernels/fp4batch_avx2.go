@@ -14,6 +14,8 @@ import (
 // and codes compared are below 2^31 and compared signed, masks are vectors, the sign bit goes
 // to the code by an arithmetic shift, the packed words are put in order by interleaves, and the
 // scale codes and statistics are stored through a scratch block and copied out by scalar code.
+// The transpose, the candidates' errors, the final pass and the statistics' store run as
+// assembly (fp4_amd64.s; the ratios by division) unless fp4NoAsm keeps these Go forms.
 
 // fp4K8 holds the constant vectors of the AVX2 batch (initFP4Batch8, on a CPU with AVX2).
 var fp4K8 struct {
@@ -53,17 +55,33 @@ type fp4Batch8 struct {
 func fp4BatchesAVX2(out FP4Out, src []float32, ng, gs int, g float32, search Search) int {
 	var t [avx2Groups*MXFP4GroupSize + 16]float32
 	var res fp4Batch8
+	var amax [8]uint32
 	a := int(uintptr(unsafe.Pointer(&t[0]))%64) / 4 // the block on a 64-byte boundary
 	tr := t[(16-a)%16:][:avx2Groups*gs]
 	gb := *(*uint32)(unsafe.Pointer(&g))
 	mse := search == SearchMSE
 	k0 := 0
 	for ; k0+avx2Groups <= ng; k0 += avx2Groups {
-		transpose8(tr, src[k0*gs:(k0+avx2Groups)*gs], gs)
-		ok := fp4Batch8Groups(&res, out.Packed[k0*gs/2:(k0+avx2Groups)*gs/2], tr, gs, gb, mse)
+		xs := src[k0*gs : (k0+avx2Groups)*gs]
+		var m archsimd.Uint32x8
+		if fp4NoAsm {
+			transpose8(tr, xs, gs)
+			m = rowsAbsMax8(tr, gs)
+		} else {
+			fp4TransposeAVX2(&tr[0], &xs[0], gs/8, gs, &amax)
+			m = archsimd.LoadUint32x8(&amax)
+		}
+		ok := fp4Batch8Groups(&res, out.Packed[k0*gs/2:(k0+avx2Groups)*gs/2], tr, m, gs, gb, mse)
 		archsimd.ClearAVXUpperBits()
 		if !ok {
 			break
+		}
+		if !fp4NoAsm {
+			for l, c := range res.codes {
+				out.Scales[k0+l] = uint8(c)
+			}
+			fp4StatsAVX2(&res.fp4Batch, (*[avx2Groups]GroupStats)(out.Stats[k0:]))
+			continue
 		}
 		for l := range avx2Groups {
 			k := k0 + l
@@ -71,18 +89,24 @@ func fp4BatchesAVX2(out FP4Out, src []float32, ng, gs int, g float32, search Sea
 			out.Stats[k] = GroupStats{SumSq: res.ss[l], Err: res.err[l], RTNErr: res.rtn[l], Clipped: res.clip[l]}
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return k0
 }
 
-// fp4Batch8Groups quantizes eight transposed groups of n elements (NVFP4 for 16, with the
-// global scale bits gb; MXFP4 for 32): their packed codes to dst, the rest to r. It returns
-// false, having written nothing, when a value is not finite.
-func fp4Batch8Groups(r *fp4Batch8, dst []byte, t []float32, n int, gb uint32, mse bool) bool {
-	k := &fp4K8
+// rowsAbsMax8 returns the largest |x| bit pattern of each lane over the n rows of t.
+func rowsAbsMax8(t []float32, n int) archsimd.Uint32x8 {
 	var m archsimd.Uint32x8
 	for j := range n {
-		m = m.Max(archsimd.LoadFloat32x8((*[8]float32)(t[8*j:])).AsUint32x8().And(k.abs))
+		m = m.Max(archsimd.LoadFloat32x8((*[8]float32)(t[8*j:])).AsUint32x8().And(fp4K8.abs))
 	}
+	return m
+}
+
+// fp4Batch8Groups quantizes eight transposed groups of n elements (m: their absolute maxima) (NVFP4 for 16, with the
+// global scale bits gb; MXFP4 for 32): their packed codes to dst, the rest to r. It returns
+// false, having written nothing, when a value is not finite.
+func fp4Batch8Groups(r *fp4Batch8, dst []byte, t []float32, m archsimd.Uint32x8, n int, gb uint32, mse bool) bool {
+	k := &fp4K8
 	if m.AsInt32x8().Greater(k.maxFinite.AsInt32x8()).ToBits() != 0 {
 		return false
 	}
@@ -133,7 +157,21 @@ func fp4Batch8Groups(r *fp4Batch8, dst []byte, t []float32, n int, gb uint32, ms
 			bestE, best, bestS = e.Merge(bestE, better), v.Merge(best, better), s.Merge(bestS, better)
 		}
 	}
-	w0, w1, w2, w3 := fp4PackRows8(r, t, n, bestS, !nv)
+	var w0, w1, w2, w3 archsimd.Uint32x8
+	if fp4NoAsm {
+		w0, w1, w2, w3 = fp4PackRows8(r, t, n, bestS, !nv)
+	} else {
+		var sv [8]float32
+		bestS.Store(&sv)
+		if nv {
+			fp4PackNVAVX2((*[16 * avx2Groups]float32)(t), &sv, &r.fp4Batch)
+		} else {
+			fp4PackMXAVX2((*[32 * avx2Groups]float32)(t), &sv, &r.fp4Batch)
+		}
+		w := &r.words
+		w0, w1 = archsimd.LoadUint32x8((*[8]uint32)(w[0:])), archsimd.LoadUint32x8((*[8]uint32)(w[8:]))
+		w2, w3 = archsimd.LoadUint32x8((*[8]uint32)(w[16:])), archsimd.LoadUint32x8((*[8]uint32)(w[24:]))
+	}
 	e := archsimd.LoadFloat32x8((*[8]float32)(r.err[:8]))
 	if mse {
 		e = e0.Merge(e, srch) // groups not searched: their RTN error is their error
@@ -209,6 +247,9 @@ func fp4Mag8(p archsimd.Uint32x8) (a, v archsimd.Uint32x8) {
 
 // fp4ErrRows8 is fp4ErrRows in eight lanes.
 func fp4ErrRows8(t []float32, n int, s archsimd.Float32x8, exact bool) archsimd.Float32x8 {
+	if !fp4NoAsm {
+		return fp4ErrAsm8(t, n, s)
+	}
 	inv := archsimd.BroadcastFloat32x8(1).Div(s)
 	return fp4ErrHalf8(t, n, 0, s, inv, exact).Add(fp4ErrHalf8(t, n, 4, s, inv, exact))
 }

@@ -26,6 +26,10 @@ import (
 // on the Intel CPU of docs/FP4.md it cost less than the product and its check (BenchmarkFP4Parts,
 // alternating builds), and eight candidate passes, where it cost more. A batch with a
 // non-finite value is left to the per-group loop, which reports it.
+//
+// These are the Go forms. By default the transpose, the candidates' errors, the final pass
+// and the statistics run as assembly (fp4_amd64.s, fp4_amd64.go), which takes the checked
+// product in the final pass too; fp4NoAsm keeps the Go forms, which the tests compare.
 
 // fp4K holds the constant vectors of the batched FP4 loops (initFP4Batch, on a CPU with
 // AVX-512: an initialiser would run AVX-512 instructions on every CPU).
@@ -64,6 +68,7 @@ func fp4BatchesAVX512(out FP4Out, src []float32, ng, gs int, g float32, search S
 	// store across two cache lines costs two (a third of the time of a batch went to them).
 	var buf [batchGroups*MXFP4GroupSize + 16*16 + 16]float32
 	var res fp4Batch
+	var amax [16]uint32
 	a := int(uintptr(unsafe.Pointer(&buf[0]))%64) / 4
 	tr := buf[(16-a)%16:][:batchGroups*gs]
 	mid := (*[16 * 16]float32)(buf[(16-a)%16+batchGroups*MXFP4GroupSize:])
@@ -71,24 +76,37 @@ func fp4BatchesAVX512(out FP4Out, src []float32, ng, gs int, g float32, search S
 	mse := search == SearchMSE
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
-		transpose16Blocks(tr, src[k0*gs:(k0+batchGroups)*gs], gs, mid)
+		xs := src[k0*gs : (k0+batchGroups)*gs]
+		var m archsimd.Uint32x16
+		if fp4NoAsm {
+			transpose16Blocks(tr, xs, gs, mid)
+			m = rowsAbsMax(tr, gs)
+		} else {
+			fp4TransposeAVX512(&tr[0], &xs[0], gs/16, gs, &amax)
+			m = archsimd.LoadUint32x16(&amax)
+		}
 		var ok bool
 		if gs == NVFP4GroupSize {
 			w := (*[32]uint32)(unsafe.Pointer(&out.Packed[k0*8]))
-			ok = nvfp4Batch16(&res, (*[16 * 16]float32)(tr), w, (*[16]uint8)(out.Scales[k0:]), gb, mse)
+			ok = nvfp4Batch16(&res, (*[16 * 16]float32)(tr), m, w, (*[16]uint8)(out.Scales[k0:]), gb, mse)
 		} else {
 			w := unsafe.Slice((*uint32)(unsafe.Pointer(&out.Packed[k0*16])), 64)
-			ok = mxfp4Batch16(&res, (*[16 * 32]float32)(tr), w, (*[16]uint8)(out.Scales[k0:]), mse)
+			ok = mxfp4Batch16(&res, (*[16 * 32]float32)(tr), m, w, (*[16]uint8)(out.Scales[k0:]), mse)
 		}
 		archsimd.ClearAVXUpperBits()
 		if !ok {
 			break
 		}
 		st := out.Stats[k0 : k0+batchGroups]
+		if !fp4NoAsm {
+			fp4StatsAVX512(&res, (*[batchGroups]GroupStats)(st))
+			continue
+		}
 		for l := range st {
 			st[l] = GroupStats{SumSq: res.ss[l], Err: res.err[l], RTNErr: res.rtn[l], Clipped: res.clip[l]}
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return k0
 }
 
@@ -105,9 +123,8 @@ func rowsAbsMax(t []float32, n int) archsimd.Uint32x16 {
 // nvfp4Batch16 quantizes sixteen transposed NVFP4 groups (global scale bits gb): codes to w
 // (two words per group, in output order), scale codes to sc, the rest to r. It returns false,
 // having written nothing, when a value is not finite.
-func nvfp4Batch16(r *fp4Batch, t *[256]float32, w *[32]uint32, sc *[16]uint8, gb uint32, mse bool) bool {
+func nvfp4Batch16(r *fp4Batch, t *[256]float32, m archsimd.Uint32x16, w *[32]uint32, sc *[16]uint8, gb uint32, mse bool) bool {
 	k := &fp4K
-	m := rowsAbsMax(t[:], 16)
 	if m.Greater(k.maxFinite).ToBits() != 0 {
 		return false
 	}
@@ -138,7 +155,17 @@ func nvfp4Batch16(r *fp4Batch, t *[256]float32, w *[32]uint32, sc *[16]uint8, gb
 			}
 		}
 	}
-	wa, wb, _, _ := fp4PackRows(r, t[:], 16, bestS, false)
+	var wa, wb archsimd.Uint32x16
+	if fp4NoAsm {
+		wa, wb, _, _ = fp4PackRows(r, t[:], 16, bestS, false)
+	} else {
+		var sv, inv [16]float32
+		bestS.Store(&sv)
+		archsimd.BroadcastFloat32x16(1).Div(bestS).Store(&inv)
+		fp4PackNVAVX512(t, &sv, &inv, r)
+		wa = archsimd.LoadUint32x16((*[16]uint32)(r.words[:16]))
+		wb = archsimd.LoadUint32x16((*[16]uint32)(r.words[16:32]))
+	}
 	if !mse {
 		e0 = archsimd.LoadFloat32x16(&r.err)
 	} else {
@@ -153,9 +180,8 @@ func nvfp4Batch16(r *fp4Batch, t *[256]float32, w *[32]uint32, sc *[16]uint8, gb
 }
 
 // mxfp4Batch16 is nvfp4Batch16 for sixteen transposed MXFP4 groups (four words each).
-func mxfp4Batch16(r *fp4Batch, t *[512]float32, w []uint32, sc *[16]uint8, mse bool) bool {
+func mxfp4Batch16(r *fp4Batch, t *[512]float32, m archsimd.Uint32x16, w []uint32, sc *[16]uint8, mse bool) bool {
 	k := &fp4K
-	m := rowsAbsMax(t[:], 32)
 	if m.Greater(k.maxFinite).ToBits() != 0 {
 		return false
 	}
@@ -177,16 +203,23 @@ func mxfp4Batch16(r *fp4Batch, t *[512]float32, w []uint32, sc *[16]uint8, mse b
 			best, bestS = v.Merge(best, better), s.Merge(bestS, better)
 		}
 	}
-	w0, w1, w2, w3 := fp4PackRows(r, t[:], 32, bestS, true)
+	if fp4NoAsm {
+		w0, w1, w2, w3 := fp4PackRows(r, t[:], 32, bestS, true)
+		w0.Store((*[16]uint32)(r.words[0:]))
+		w1.Store((*[16]uint32)(r.words[16:]))
+		w2.Store((*[16]uint32)(r.words[32:]))
+		w3.Store((*[16]uint32)(r.words[48:]))
+	} else {
+		var sv, inv [16]float32
+		bestS.Store(&sv)
+		archsimd.BroadcastFloat32x16(1).Div(bestS).Store(&inv)
+		fp4PackMXAVX512(t, &sv, &inv, r)
+	}
 	e := archsimd.LoadFloat32x16(&r.err)
 	if mse {
 		e = e0.Merge(e, a.GreaterEqual(k.tiny).And(c0.NotEqual(archsimd.Uint32x16{})))
 	}
 	e.Store(&r.rtn)
-	w0.Store((*[16]uint32)(r.words[0:]))
-	w1.Store((*[16]uint32)(r.words[16:]))
-	w2.Store((*[16]uint32)(r.words[32:]))
-	w3.Store((*[16]uint32)(r.words[48:]))
 	storeWords32(w, r.words[:])
 	best.TruncateToUint8().Store(sc)
 	return true
@@ -241,6 +274,9 @@ func fp4Mag(p archsimd.Uint32x16) (a, v archsimd.Uint32x16) {
 // ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)). The sign does not change a squared error: the
 // difference is taken between |x| and the magnitude's value.
 func fp4ErrRows(t []float32, n int, s archsimd.Float32x16, exact bool) archsimd.Float32x16 {
+	if !fp4NoAsm {
+		return fp4ErrAsm16(t, n, s)
+	}
 	inv := archsimd.BroadcastFloat32x16(1).Div(s)
 	return fp4ErrHalf(t, n, 0, s, inv, exact).Add(fp4ErrHalf(t, n, 4, s, inv, exact))
 }

@@ -125,15 +125,15 @@ func TestSIMDFP4Random(t *testing.T) {
 func TestSIMDFP4NonFiniteInBatch(t *testing.T) {
 	const rows, cols = 4, 512
 	prev := lp
-	defer func() { lp = prev }()
+	defer func() { lp, fp4NoAsm = prev, false }()
 	base := goldenInput(rows, cols)
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		for _, at := range []int{0, 16*16*2 + 5, 16*32*2 + 37, rows*cols - 1} {
 			x := append([]float32(nil), base...)
 			x[at] = bad
 			for _, gs := range []int{NVFP4GroupSize, MXFP4GroupSize} {
-				for _, set := range loopSets {
-					lp = set
+				for _, set := range fp4Variants() {
+					lp, fp4NoAsm = set.set, set.noAsm
 					out := newFP4Out(rows, cols, gs)
 					var err error
 					if gs == NVFP4GroupSize {
@@ -210,4 +210,54 @@ func sameErrSumsNaN(a, b ErrSums) bool {
 	eq := func(x, y float64) bool { return x == y || x != x && y != y }
 	return a.N == b.N && eq(a.SumSqRef, b.SumSqRef) && eq(a.SumSqErr, b.SumSqErr) && eq(a.SumAbsErr, b.SumAbsErr) &&
 		eq(a.Dot, b.Dot) && eq(a.SumSqGot, b.SumSqGot) && eq(a.MaxAbsErr, b.MaxAbsErr) && a.MaxAbsIdx == b.MaxAbsIdx
+}
+
+// TestSIMDErrorSumsFP4NaNInMaxLane puts a NaN reference in a lane and that lane's largest
+// error in the same chunk, before or after it: the chunk maximum is the largest non-NaN
+// |got-ref| (a maximum taken with the NaN as the returned operand would lose it), so every loop
+// set, with and without the assembly, reports the scalar loop's maximum and its index.
+func TestSIMDErrorSumsFP4NaNInMaxLane(t *testing.T) {
+	const rows, cols = 4, 256
+	prev := lp
+	defer func() { lp, fp4NoAsm = prev, false }()
+	x := goldenInput(rows, cols)
+	for _, gs := range []int{NVFP4GroupSize, MXFP4GroupSize} {
+		lp = loopSets[0]
+		out := newFP4Out(rows, cols, gs)
+		sc := make([]float32, len(out.Scales))
+		if gs == NVFP4GroupSize {
+			g := NVFP4GlobalScale(maxAbs(x))
+			if err := QuantizeNVFP4(out, x, rows, cols, g, SearchRTN); err != nil {
+				t.Fatal(err)
+			}
+			NVFP4Scales(sc, out.Scales, g)
+		} else {
+			if err := QuantizeMXFP4(out, x, rows, cols, SearchRTN); err != nil {
+				t.Fatal(err)
+			}
+			MXFP4Scales(sc, out.Scales)
+		}
+		for _, at := range [][2]int{{300, 340}, {340, 300}, {517, 765}, {765, 517}, {64 + 3, 64 + 3 + 8*20}, {64 + 3 + 8*20, 64 + 3}} {
+			ref := append([]float32(nil), x...)
+			ref[at[0]], ref[at[1]] = float32(math.NaN()), 1e3
+			lp, fp4NoAsm = loopSets[0], false
+			want, err := (CPU{}).ErrorSumsFP4(ref, out.Packed, sc, rows, cols, gs, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.MaxAbsIdx != int64(at[1])+5 {
+				t.Fatalf("scalar maximum at %d, want %d", want.MaxAbsIdx, at[1]+5)
+			}
+			for _, v := range fp4Variants() {
+				lp, fp4NoAsm = v.set, v.noAsm
+				got, err := (CPU{}).ErrorSumsFP4(ref, out.Packed, sc, rows, cols, gs, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameErrSumsNaN(got, want) {
+					t.Fatalf("%s, groups of %d, NaN at %d, maximum at %d: %+v, scalar %+v", v.name, gs, at[0], at[1], got, want)
+				}
+			}
+		}
+	}
 }

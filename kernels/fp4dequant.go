@@ -3,10 +3,24 @@ package kernels
 // NVFP4Scales writes into dst the effective float32 scale f32(S/g) of each e4m3 scale code.
 func NVFP4Scales(dst []float32, codes []byte, g float32) {
 	dst = dst[:len(codes)]
+	if len(codes) < 2*len(nvfp4ScaleTab{}) {
+		for i, c := range codes {
+			dst[i] = NVFP4Scale(c, g)
+		}
+		return
+	}
+	// Every code's scale once (the same divisions), then a lookup per group.
+	var tab nvfp4ScaleTab
+	for c := range tab {
+		tab[c] = NVFP4Scale(uint8(c), g)
+	}
 	for i, c := range codes {
-		dst[i] = NVFP4Scale(c, g)
+		dst[i] = tab[c]
 	}
 }
+
+// nvfp4ScaleTab holds the effective scale of each of the 256 e4m3 codes under one global scale.
+type nvfp4ScaleTab [256]float32
 
 // MXFP4Scales writes into dst the effective float32 scale 2^(c-127) of each E8M0 scale code.
 func MXFP4Scales(dst []float32, codes []byte) {

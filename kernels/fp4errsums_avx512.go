@@ -46,10 +46,15 @@ func errLanesFP4AVX512(a *errAcc, ref []float32, packed []byte, scales []float32
 
 // fp4ChunkFull is fp4Chunk for a whole chunk starting on a group boundary (w0 a multiple of
 // gw, which divides maxChunk/8), with array pointers the compiler needs no bounds checks for:
-// each group's table, then its words.
+// each group's table, then its words. By default the loop is assembly (fp4ErrChunkAVX512).
 //
 //go:noinline
 func (s *sums512) fp4ChunkFull(ref *[maxChunk]float32, words *[maxChunk / 8]uint32, scales []float32, w0, gw int) {
+	if !fp4NoAsm {
+		sc := scales[w0/gw : w0/gw+maxChunk/8/gw]
+		fp4ErrChunkAVX512(s, &s.ab[0], &ref[0], &words[0], &sc[0], len(sc), gw)
+		return
+	}
 	sr, se, sa, dt, sg, bm := s.sr, s.se, s.sa, s.dt, s.sg, negOne64x8
 	shifts := nibbleShifts64
 	table := archsimd.LoadFloat32x16(&e2m1Values)
