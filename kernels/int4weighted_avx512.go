@@ -144,15 +144,17 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, zero, true)
 	rtnErr.StoreSlice(res.rtnErr[:])
 	best := sR
-	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
 	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
-	// strictly smaller; it returns those lanes.
+	// strictly smaller; it returns those lanes. bestE, best and mul live in res.asm until the
+	// candidates are done.
+	st := &res.asm
+	a.Store(&st.a)
+	bestE.Store(&st.bestE)
+	best.Store(&st.best)
+	st.mul = 0
 	try := func(s archsimd.Float32x16, keep archsimd.Mask32x16) archsimd.Mask32x16 {
-		e := wErr16(t, tw, g, s, one.Div(s))
-		w := keep.And(e.Less(bestE))
-		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
-		mul |= w.ToBits()
-		return w
+		s.Store(&st.s)
+		return archsimd.Mask32x16FromBits(uint16(wTryAsm(&t[0], &tw[0], g, uint32(keep.ToBits()), st)))
 	}
 	// Lanes whose weights are all equal try the plain candidates.
 	var unequal uint16
@@ -193,6 +195,7 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 			step := archsimd.BroadcastInt32x16(int32(i)).ConvertToFloat32().Mul(bc16At(&p.WFine))
 			for _, k := range [2]archsimd.Float32x16{kBest.Sub(step), kBest.Add(step)} {
 				s := roundBF16x16(a.Mul(k))
+				best := archsimd.LoadFloat32x16(&st.best)
 				keep := lanes.And(s.Greater(zero)).And(s.NotEqual(best)).And(s.NotEqual(sR))
 				if keep.ToBits() != 0 {
 					try(s, keep)
@@ -200,6 +203,8 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 			}
 		}
 	}
+	bestE, best = archsimd.LoadFloat32x16(&st.bestE), archsimd.LoadFloat32x16(&st.best)
+	mul := uint16(st.mul)
 	if p.Refine > 0 {
 		if mul != 0 {
 			_, xq, qq, _ := wSums16(t, tw, g, best, one.Div(best), false)
@@ -213,31 +218,6 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 	}
 	best.StoreSlice(res.best[:])
 	res.div = ok &^ mul
-}
-
-// wErr16 is wSums' weighted error alone, for each lane's group with scale s and reciprocal
-// inv, summed four spec lanes at a time as errMul16 is.
-func wErr16(t, tw []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
-	lo, hi := bc16(-8), bc16(7)
-	return wErrHalf16(t, tw, g, 0, s, inv, lo, hi).Add(wErrHalf16(t, tw, g, 4, s, inv, lo, hi))
-}
-
-// wErrHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr16's accumulators, o = off. The
-// clamp bounds lo and hi come as arguments, so that they stay in registers for the loop.
-func wErrHalf16(t, tw []float32, g, off int, s, inv, lo, hi archsimd.Float32x16) archsimd.Float32x16 {
-	var e0, e1, e2, e3 archsimd.Float32x16
-	lv := func(v archsimd.Float32x16) archsimd.Float32x16 {
-		return v.Mul(inv).Max(lo).Min(hi).RoundToEvenScaled(0)
-	}
-	for j := off; j < g; j += 8 {
-		v0, v1, v2, v3 := rows4(t, j)
-		w0, w1, w2, w3 := rows4(tw, j)
-		e0 = e0.Add(w0.Mul(sq16(v0, lv(v0), s)))
-		e1 = e1.Add(w1.Mul(sq16(v1, lv(v1), s)))
-		e2 = e2.Add(w2.Mul(sq16(v2, lv(v2), s)))
-		e3 = e3.Add(w3.Mul(sq16(v3, lv(v3), s)))
-	}
-	return e0.Add(e1).Add(e2.Add(e3))
 }
 
 // wSums16 is wSums for each lane (div: the RTN levels x/s, else x·inv), and also returns the

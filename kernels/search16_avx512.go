@@ -22,7 +22,8 @@ import (
 // skipped candidates never do, a refinement stops where the scalar loop breaks), so every lane
 // chooses the scale and the level rule search chooses for its group. Rounding to an integer
 // uses VRNDSCALEPS (round to nearest even), which equals level's (v + rne) - rne on [-8, 7]
-// except for the sign of a zero level; a ±0 level changes no error term, x·q or q² sum.
+// except for the sign of a zero level; a ±0 level changes no error term, x·q or q² sum. The
+// loop over the candidates is assembly (search_amd64.s), the same operations in the same order.
 
 // batchGroups is the number of groups searched together; maxBatchGroup bounds the group size
 // (larger groups, such as per-channel ones, use the per-group search).
@@ -260,6 +261,7 @@ var transposeIdx [4][2]archsimd.Uint32x16
 type batchResult struct {
 	best, rtnErr [batchGroups]float32
 	ok, div      uint16
+	asm          searchState // the assembly loops' state, in the caller's frame (no zeroing here)
 }
 
 func ld16(t []float32, j int) archsimd.Float32x16 {
@@ -286,31 +288,6 @@ func sq16(v, q, s archsimd.Float32x16) archsimd.Float32x16 {
 
 func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32x16 {
 	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
-}
-
-// errMul16 is errMul of each lane's group with its scale s and reciprocal inv, leaving out the
-// clamps at -8 and 7 unless clampLo and clampHi ask for them (clamps16). The eight accumulators
-// are summed four at a time (rows j%8 < 4, then the others), which keeps them, the constants and
-// the temporaries in registers; the sum is the same ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)).
-func errMul16(t []float32, g int, s, inv archsimd.Float32x16, clampLo, clampHi bool) archsimd.Float32x16 {
-	lo, hi := bc16(-8), bc16(7)
-	return errMulHalf16(t, g, 0, s, inv, lo, hi, clampLo, clampHi).Add(errMulHalf16(t, g, 4, s, inv, lo, hi, clampLo, clampHi))
-}
-
-// errMulHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of errMul16's accumulators, o = off.
-func errMulHalf16(t []float32, g, off int, s, inv, lo, hi archsimd.Float32x16, clampLo, clampHi bool) archsimd.Float32x16 {
-	var e0, e1, e2, e3 archsimd.Float32x16
-	term := func(v archsimd.Float32x16) archsimd.Float32x16 {
-		return sq16(v, levelMul16(v.Mul(inv), lo, hi, clampLo, clampHi), s)
-	}
-	for j := off; j < g; j += 8 {
-		v0, v1, v2, v3 := rows4(t, j)
-		e0 = e0.Add(term(v0))
-		e1 = e1.Add(term(v1))
-		e2 = e2.Add(term(v2))
-		e3 = e3.Add(term(v3))
-	}
-	return e0.Add(e1).Add(e2.Add(e3))
 }
 
 // errDiv16 is errDiv: the error of the RTN levels level(x/s).
@@ -362,7 +339,6 @@ func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes
 // searchBatch runs quantGroup's checks and, for SearchMSE, search (unsigned scales) on the
 // sixteen transposed groups of t.
 func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
-	zero := archsimd.Float32x16{}
 	a, sR, scaled, ok := batchRTN(t, g)
 	if p.Search != SearchMSE {
 		res.ok = scaled
@@ -378,24 +354,18 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	bestE.StoreSlice(res.rtnErr[:])
 	best := sR
 	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
-	prev := zero
 	one := bc16(1)
-	okm := archsimd.Mask32x16FromBits(ok)
-	for _, k := range p.Pos {
-		s := roundBF16x16(a.Mul(bc16(k)))
-		keep := s.NotEqual(prev).And(s.NotEqual(sR))
-		prev = s.Merge(prev, keep)
-		// A candidate no searched lane takes (the RTN multiplier 1/7.5 is one of the g32 grid's)
-		// changes nothing: its error is not summed.
-		if keep = keep.And(okm); keep.ToBits() == 0 {
-			continue
-		}
-		inv := one.Div(s)
-		clampLo, clampHi := clamps16(a, inv, keep)
-		e := errMul16(t, g, s, inv, clampLo, clampHi)
-		w := keep.And(e.Less(bestE))
-		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
-		mul |= w.ToBits()
+	// The candidates of p.Pos in the assembly loop (search_amd64.s); g is a multiple of 8
+	// (checkInt4Shapes).
+	if len(p.Pos) > 0 {
+		st := &res.asm
+		a.Store(&st.a)
+		sR.Store(&st.sR)
+		bestE.Store(&st.bestE)
+		best.Store(&st.best)
+		searchPosAsm(&t[0], g, &p.Pos[0], len(p.Pos), uint32(ok), st)
+		bestE, best = archsimd.LoadFloat32x16(&st.bestE), archsimd.LoadFloat32x16(&st.best)
+		mul = uint16(st.mul)
 	}
 	if p.Refine > 0 {
 		_, sxq, sqq := errSums16(t, g, best, one.Div(best), ok&^mul)

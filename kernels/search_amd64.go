@@ -1,0 +1,29 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+// searchState is what the assembly candidate loops (search_amd64.s) read and update: the
+// groups' absolute maxima a and RTN scales sR, the best error and scale so far, the candidate
+// scale s of wTryAsm, and the lanes whose best is a searched scale.
+type searchState struct {
+	a, sR, bestE, best, s [batchGroups]float32
+	mul                   uint32
+}
+
+// searchPosAsm runs the loop over the positive candidates pos[:npos] of searchBatch on the
+// sixteen transposed groups of t (rows of them, a multiple of 8) in the lanes of ok, as search
+// tries them after the RTN scale: s = bf16(a·k), skipped in a lane where it repeats the lane's
+// previous candidate or sR, else its error replaces st.bestE, and s st.best, where strictly
+// smaller, and the lane's bit is set in st.mul. A candidate that no lane of ok takes is not
+// summed.
+//
+//go:noescape
+func searchPosAsm(t *float32, rows int, pos *float32, npos int, ok uint32, st *searchState)
+
+// wTryAsm is the try of searchBatchWeighted in the lanes of keep for the candidate st.s on the
+// sixteen transposed groups of t and their weights tw (rows of them, a multiple of 8): the
+// lanes w where its weighted error is strictly below st.bestE take it as st.best and that
+// error as st.bestE, and are or-ed into st.mul.
+//
+//go:noescape
+func wTryAsm(t, tw *float32, rows int, keep uint32, st *searchState) (w uint32)

@@ -1,0 +1,266 @@
+//go:build goexperiment.simd && amd64
+
+#include "textflag.h"
+
+// The candidate loops of the batched INT4 searches (search16_avx512.go,
+// int4weighted_avx512.go) in assembly: sixteen groups transposed, lane l of each row being
+// group l, the specification's eight per-group sums in eight accumulators Z0-Z7 (row j goes to
+// accumulator j%8), combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)). Every lane performs the
+// scalar operations of errMul (or of wSums' error) in the scalar order, with one step that
+// takes another road to the same bits: x − q·s is one VFNMADD231PS. q is an integer in [-8, 7]
+// and s a BF16 value: q·s has at most 12 significant bits, all at or above s's last one (a
+// multiple of 2^-133), so the scalar product fl(q·s) is exact, unless it overflows. Then
+// |q·s| > 2^128 − 2^103 while |x| ≤ 2^128 − 2^104, so |x − q·s| ≥ 2^103 and its square is +Inf
+// both ways (the scalar d is ±Inf). Every d·d, and so every error, is the scalar one (NaN where
+// the scalar one is NaN: an error that is NaN is never chosen nor stored). Rounding to a
+// level is VRNDSCALEPS $0 (nearest, ties to even), as level16; the clamps at -8 and 7 are left
+// out of a candidate's loop where no lane of the candidate needs them, as clamps16 decides
+// (clamps_simd.go).
+
+// Registers: Z0-Z7 the accumulators, Z8 and Z9 temporaries, Z16 the groups' absolute maxima,
+// Z21 1.0, Z22 and Z23 the bounds -8 and 7, Z27 8.5, Z28 7.5, Z29 the candidate scale s, Z30
+// its reciprocal 1/s (VDIVPS: the IEEE quotient).
+
+// ERRTERM adds the error term of row off(BX) to acc: f = x·inv, the clamps CLO and CHI (or
+// none), the level q, d = x − q·s, acc += d·d.
+#define ERRTERM(off, acc, CLO, CHI) \
+	VMOVUPS      off(BX), Z8; \
+	VMULPS       Z30, Z8, Z9; \
+	CLO; \
+	CHI; \
+	VRNDSCALEPS  $0, Z9, Z9; \
+	VFNMADD231PS Z29, Z9, Z8; \
+	VMULPS       Z8, Z8, Z8; \
+	VADDPS       Z8, acc, acc
+
+// WERRTERM is ERRTERM with the weight of the row at off(R10): acc += w·(d·d).
+#define WERRTERM(off, acc, CLO, CHI) \
+	VMOVUPS      off(BX), Z8; \
+	VMULPS       Z30, Z8, Z9; \
+	CLO; \
+	CHI; \
+	VRNDSCALEPS  $0, Z9, Z9; \
+	VFNMADD231PS Z29, Z9, Z8; \
+	VMULPS       Z8, Z8, Z8; \
+	VMULPS       off(R10), Z8, Z8; \
+	VADDPS       Z8, acc, acc
+
+#define CLAMPLO VMAXPS Z22, Z9, Z9
+#define CLAMPHI VMINPS Z23, Z9, Z9
+#define NOCLAMP
+
+#define ZEROACC \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7
+
+// TREE leaves ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) in Z0.
+#define TREE \
+	VADDPS Z1, Z0, Z0; \
+	VADDPS Z3, Z2, Z2; \
+	VADDPS Z2, Z0, Z0; \
+	VADDPS Z5, Z4, Z4; \
+	VADDPS Z7, Z6, Z6; \
+	VADDPS Z6, Z4, Z4; \
+	VADDPS Z4, Z0, Z0
+
+// ERRLOOP sums the error of the candidate in Z29/Z30 over the CX rows (a multiple of 8) from
+// DI into Z0, then jumps to done.
+#define ERRLOOP(name, CLO, CHI, done) \
+	ZEROACC; \
+	MOVQ DI, BX; \
+	MOVQ CX, R9; \
+name: \
+	ERRTERM(0, Z0, CLO, CHI); \
+	ERRTERM(64, Z1, CLO, CHI); \
+	ERRTERM(128, Z2, CLO, CHI); \
+	ERRTERM(192, Z3, CLO, CHI); \
+	ERRTERM(256, Z4, CLO, CHI); \
+	ERRTERM(320, Z5, CLO, CHI); \
+	ERRTERM(384, Z6, CLO, CHI); \
+	ERRTERM(448, Z7, CLO, CHI); \
+	ADDQ $512, BX; \
+	SUBQ $8, R9; \
+	JNZ  name; \
+	TREE; \
+	JMP  done
+
+// WERRLOOP is ERRLOOP for the weighted error, the weights' rows from SI.
+#define WERRLOOP(name, CLO, CHI, done) \
+	ZEROACC; \
+	MOVQ DI, BX; \
+	MOVQ SI, R10; \
+	MOVQ CX, R9; \
+name: \
+	WERRTERM(0, Z0, CLO, CHI); \
+	WERRTERM(64, Z1, CLO, CHI); \
+	WERRTERM(128, Z2, CLO, CHI); \
+	WERRTERM(192, Z3, CLO, CHI); \
+	WERRTERM(256, Z4, CLO, CHI); \
+	WERRTERM(320, Z5, CLO, CHI); \
+	WERRTERM(384, Z6, CLO, CHI); \
+	WERRTERM(448, Z7, CLO, CHI); \
+	ADDQ $512, BX; \
+	ADDQ $512, R10; \
+	SUBQ $8, R9; \
+	JNZ  name; \
+	TREE; \
+	JMP  done
+
+// CONSTS loads 1.0, the clamp bounds and the bounds of clamps16.
+#define CONSTS \
+	MOVL         $0x3f800000, AX; \
+	VPBROADCASTD AX, Z21; \
+	MOVL         $0xc1000000, AX; \
+	VPBROADCASTD AX, Z22; \
+	MOVL         $0x40e00000, AX; \
+	VPBROADCASTD AX, Z23; \
+	MOVL         $0x41080000, AX; \
+	VPBROADCASTD AX, Z27; \
+	MOVL         $0x40f00000, AX; \
+	VPBROADCASTD AX, Z28
+
+// PREP sets, for the scale s in Z29 tried in the lanes K2, Z30 = 1/s and, as clamps16 does,
+// K3 = the lanes of K2 where a·inv > 8.5 (the clamp at -8 is needed), K4 those where
+// a·inv ≥ 7.5 (the clamp at 7).
+#define PREP \
+	VDIVPS Z29, Z21, Z30; \
+	VMULPS Z30, Z16, Z8; \
+	VCMPPS $0x1e, Z27, Z8, K2, K3; \
+	VCMPPS $0x1d, Z28, Z8, K2, K4
+
+// DISPATCH jumps to the loop with the clamps K3 and K4 ask for.
+#define DISPATCH(l00, l01, l1x) \
+	KORTESTW K3, K3; \
+	JNZ      l1x; \
+	KORTESTW K4, K4; \
+	JNZ      l01; \
+	JMP      l00
+
+// func searchPosAsm(t *float32, rows int, pos *float32, npos int, ok uint32, st *searchState)
+//
+// The loop over the positive candidates of searchBatch: for each k of pos, s = bf16(a·k)
+// (roundBF16x16), kept in a lane when it differs from the lane's previous kept scale and from
+// sR; where a kept lane is in ok, the error of s (errMul16) replaces bestE, and s best, when
+// strictly smaller, and the lane's bit is set in mul. st holds a, sR, bestE and best on entry;
+// bestE, best and mul on return. rows > 0, npos > 0.
+TEXT ·searchPosAsm(SB), NOSPLIT, $0-48
+	MOVQ  t+0(FP), DI
+	MOVQ  rows+8(FP), CX
+	MOVQ  pos+16(FP), SI
+	MOVQ  npos+24(FP), DX
+	MOVL  ok+32(FP), AX
+	KMOVW AX, K1
+	MOVQ  st+40(FP), R8
+
+	VMOVUPS 0(R8), Z16    // a
+	VMOVUPS 64(R8), Z17   // sR
+	VMOVUPS 128(R8), Z19  // bestE
+	VMOVUPS 192(R8), Z20  // best
+	VPXORD  Z18, Z18, Z18 // prev
+	CONSTS
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z24
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z25
+	MOVL         $0xffff0000, AX
+	VPBROADCASTD AX, Z26
+	KXORW        K7, K7, K7 // mul
+
+cand:
+	// s = bf16(a·k): b + 0x7fff + (b>>16)&1, the low half cleared
+	VMULPS.BCST (SI), Z16, Z29
+	VPSRLD      $16, Z29, Z8
+	VPANDD      Z25, Z8, Z8
+	VPADDD      Z24, Z29, Z29
+	VPADDD      Z8, Z29, Z29
+	VPANDD      Z26, Z29, Z29
+	VCMPPS      $4, Z18, Z29, K2     // s != prev
+	VCMPPS      $4, Z17, Z29, K2, K2 // and s != sR
+	VMOVAPS     Z29, K2, Z18         // prev = s where kept
+	KANDW       K1, K2, K2
+	KORTESTW    K2, K2
+	JZ          next
+	PREP
+	DISPATCH(c00, c01, c1x)
+
+c00:
+	ERRLOOP(loop00, NOCLAMP, NOCLAMP, choose)
+
+c01:
+	ERRLOOP(loop01, NOCLAMP, CLAMPHI, choose)
+
+c1x:
+	KORTESTW K4, K4
+	JNZ      c11
+	ERRLOOP(loop10, CLAMPLO, NOCLAMP, choose)
+
+c11:
+	ERRLOOP(loop11, CLAMPLO, CLAMPHI, choose)
+
+choose:
+	VCMPPS  $1, Z19, Z0, K2, K5 // kept and e < bestE
+	VMOVAPS Z0, K5, Z19
+	VMOVAPS Z29, K5, Z20
+	KORW    K5, K7, K7
+
+next:
+	ADDQ $4, SI
+	DECQ DX
+	JNZ  cand
+
+	VMOVUPS Z19, 128(R8)
+	VMOVUPS Z20, 192(R8)
+	KMOVW   K7, AX
+	MOVL    AX, 320(R8)
+	VZEROUPPER
+	RET
+
+// func wTryAsm(t, tw *float32, rows int, keep uint32, st *searchState) (w uint32)
+//
+// The try of searchBatchWeighted: the weighted error (wErr16) of the scale st.s in each lane,
+// which replaces st.bestE, and st.s st.best, in the lanes of keep where it is strictly smaller;
+// w (also or-ed into st.mul) holds those lanes. rows > 0, a multiple of 8.
+TEXT ·wTryAsm(SB), NOSPLIT, $0-44
+	MOVQ  t+0(FP), DI
+	MOVQ  tw+8(FP), SI
+	MOVQ  rows+16(FP), CX
+	MOVL  keep+24(FP), AX
+	KMOVW AX, K2
+	MOVQ  st+32(FP), R8
+
+	VMOVUPS 0(R8), Z16   // a
+	VMOVUPS 256(R8), Z29 // s
+	CONSTS
+	PREP
+	DISPATCH(w00, w01, w1x)
+
+w00:
+	WERRLOOP(wloop00, NOCLAMP, NOCLAMP, wchoose)
+
+w01:
+	WERRLOOP(wloop01, NOCLAMP, CLAMPHI, wchoose)
+
+w1x:
+	KORTESTW K4, K4
+	JNZ      w11
+	WERRLOOP(wloop10, CLAMPLO, NOCLAMP, wchoose)
+
+w11:
+	WERRLOOP(wloop11, CLAMPLO, CLAMPHI, wchoose)
+
+wchoose:
+	VMOVUPS 128(R8), Z19
+	VCMPPS  $1, Z19, Z0, K2, K5 // kept and e < bestE
+	VMOVUPS Z0, K5, 128(R8)
+	VMOVUPS Z29, K5, 192(R8)
+	KMOVW   K5, AX
+	ORL     AX, 320(R8)
+	MOVL    AX, w+40(FP)
+	VZEROUPPER
+	RET
