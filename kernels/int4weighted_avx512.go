@@ -46,6 +46,7 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 	n := batchGroups * g
 	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
 	twRow := rowWeights(d, ng, gpr, batchGroups, g, transpose16)
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
 	var res batchResult
 	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
 	k0 := 0
@@ -61,8 +62,14 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 		if res.ok != 0 {
 			packBatch(&st, tr, qr, wr, g, &res)
 		}
+		bw := wr
+		if g == 32 && res.ok != 0 {
+			// All sixteen groups' words at once, as quantBatchesAVX512 stores them.
+			storeWords32(words[k0*4:(k0+16)*4], wr)
+			bw = nil
+		}
 		archsimd.ClearAVXUpperBits() // storeWeightedBatch is scalar
-		if k, err := storeWeightedBatch(out, src, d, wr, k0, batchGroups, gpr, p, &res, &st); err != nil {
+		if k, err := storeWeightedBatch(out, src, d, bw, k0, batchGroups, gpr, p, &res, &st); err != nil {
 			return k, err
 		}
 	}
@@ -84,9 +91,9 @@ func rowWeights(d []float32, ng, gpr, nb, g int, transpose func(t, xs []float32,
 }
 
 // storeWeightedBatch writes the output of the nb groups from k0 on: the lanes of res.ok from
-// the batch (the scales res.best, word i of lane l at wr[nb·i+l], the statistics st), the other
-// groups through quantGroupWeighted. On a non-finite value it returns the group's index and the
-// error.
+// the batch (the scales res.best, word i of lane l at wr[nb·i+l] unless wr is nil, when the
+// batch's words are in out.Packed already, the statistics st), the other groups through
+// quantGroupWeighted. On a non-finite value it returns the group's index and the error.
 func storeWeightedBatch(out Int4Out, src, d []float32, wr []uint32, k0, nb, gpr int, p *Int4Params, res *batchResult, st *batchStats) (int, error) {
 	g := p.GroupSize
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
@@ -95,9 +102,11 @@ func storeWeightedBatch(out Int4Out, src, d []float32, wr []uint32, k0, nb, gpr 
 		var s float32
 		if res.ok>>l&1 != 0 {
 			s = res.best[l]
-			wk := words[k*g/8 : (k+1)*g/8]
-			for i := range wk {
-				wk[i] = wr[nb*i+l]
+			if wr != nil {
+				wk := words[k*g/8 : (k+1)*g/8]
+				for i := range wk {
+					wk[i] = wr[nb*i+l]
+				}
 			}
 			out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
 			if res.div>>l&1 == 0 {
