@@ -307,33 +307,12 @@ func errDivHalf16(t []float32, g, off int, s archsimd.Float32x16) archsimd.Float
 	return e0.Add(e1).Add(e2.Add(e3))
 }
 
-// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes). Its 24
-// accumulators are summed two spec lanes at a time, to stay in registers.
-func errSums16(t []float32, g int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
-	e0, x0, q0 := errSumsPair16(t, g, 0, s, inv, divLanes)
-	e1, x1, q1 := errSumsPair16(t, g, 2, s, inv, divLanes)
-	e2, x2, q2 := errSumsPair16(t, g, 4, s, inv, divLanes)
-	e3, x3, q3 := errSumsPair16(t, g, 6, s, inv, divLanes)
-	return e0.Add(e1).Add(e2.Add(e3)), x0.Add(x1).Add(x2.Add(x3)), q0.Add(q1).Add(q2.Add(q3))
-}
-
-// errSumsPair16 returns a_o + a_(o+1) of errSums16's three sums, o = off.
-func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
-	var ea, eb, xa, xb, qa, qb archsimd.Float32x16
-	dm := archsimd.Mask32x16FromBits(divLanes)
-	for j := off; j < g; j += 8 {
-		b := (*[2 * batchGroups]float32)(t[batchGroups*j:])
-		va, vb := archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
-		fa, fb := va.Mul(inv), vb.Mul(inv)
-		if divLanes != 0 {
-			fa, fb = va.Div(s).Merge(fa, dm), vb.Div(s).Merge(fb, dm)
-		}
-		qva, qvb := level16(fa), level16(fb)
-		ea, eb = ea.Add(sq16(va, qva, s)), eb.Add(sq16(vb, qvb, s))
-		xa, xb = xa.Add(va.Mul(qva)), xb.Add(vb.Mul(qvb))
-		qa, qb = qa.Add(qva.Mul(qva)), qb.Add(qvb.Mul(qvb))
-	}
-	return ea.Add(eb), xa.Add(xb), qa.Add(qb)
+// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes): errSumsAsm
+// through st.
+func errSums16(t []float32, g int, s archsimd.Float32x16, divLanes uint16, st *searchState) (e, xq, qq archsimd.Float32x16) {
+	s.Store(&st.s)
+	errSumsAsm(&t[0], g, uint32(divLanes), st)
+	return archsimd.LoadFloat32x16(&st.e), archsimd.LoadFloat32x16(&st.xq), archsimd.LoadFloat32x16(&st.qq)
 }
 
 // searchBatch runs quantGroup's checks and, for SearchMSE, search (unsigned scales) on the
@@ -354,7 +333,6 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	bestE.StoreSlice(res.rtnErr[:])
 	best := sR
 	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
-	one := bc16(1)
 	// The candidates of p.Pos in the assembly loop (search_amd64.s); g is a multiple of 8
 	// (checkInt4Shapes).
 	if len(p.Pos) > 0 {
@@ -368,9 +346,10 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 		mul = uint16(st.mul)
 	}
 	if p.Refine > 0 {
-		_, sxq, sqq := errSums16(t, g, best, one.Div(best), ok&^mul)
+		st := &res.asm
+		_, sxq, sqq := errSums16(t, g, best, ok&^mul, st)
 		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
-			return errSums16(t, g, s, one.Div(s), 0)
+			return errSums16(t, g, s, 0, st)
 		})
 	}
 	best.StoreSlice(res.best[:])

@@ -2,11 +2,13 @@
 
 package kernels
 
-// searchState is what the assembly candidate loops (search_amd64.s) read and update: the
-// groups' absolute maxima a and RTN scales sR, the best error and scale so far, the candidate
-// scale s of wTryAsm, and the lanes whose best is a searched scale.
+// searchState is what the assembly loops (search_amd64.s) read and update: the groups'
+// absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of wTryAsm
+// and errSumsAsm, the sums e, xq and qq of errSumsAsm, and the lanes whose best is a searched
+// scale. The assembly knows its layout.
 type searchState struct {
 	a, sR, bestE, best, s [batchGroups]float32
+	e, xq, qq             [batchGroups]float32
 	mul                   uint32
 }
 
@@ -27,3 +29,9 @@ func searchPosAsm(t *float32, rows int, pos *float32, npos int, ok uint32, st *s
 //
 //go:noescape
 func wTryAsm(t, tw *float32, rows int, keep uint32, st *searchState) (w uint32)
+
+// errSumsAsm is errSums16 for the scale st.s, into st.e, st.xq and st.qq: the levels of rows
+// (a multiple of 8) of t, level(x·(1/s)), or level(x/s) in the lanes of div.
+//
+//go:noescape
+func errSumsAsm(t *float32, rows int, div uint32, st *searchState)

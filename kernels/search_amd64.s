@@ -217,7 +217,7 @@ next:
 	VMOVUPS Z19, 128(R8)
 	VMOVUPS Z20, 192(R8)
 	KMOVW   K7, AX
-	MOVL    AX, 320(R8)
+	MOVL    AX, 512(R8)
 	VZEROUPPER
 	RET
 
@@ -260,7 +260,117 @@ wchoose:
 	VMOVUPS Z0, K5, 128(R8)
 	VMOVUPS Z29, K5, 192(R8)
 	KMOVW   K5, AX
-	ORL     AX, 320(R8)
+	ORL     AX, 512(R8)
 	MOVL    AX, w+40(FP)
+	VZEROUPPER
+	RET
+
+// SUMSTERM adds row off(BX)'s terms to the accumulators E (d·d), X (x·q) and Q (q·q): f = x·inv
+// (DIV: and x/s in the lanes of K1), clamped to [-8, 7], rounded to the level q; x·q and q·q
+// before x becomes d = x − q·s.
+#define SUMSTERM(off, E, X, Q, DIV) \
+	VMOVUPS      off(BX), Z28; \
+	VMULPS       Z25, Z28, Z29; \
+	DIV; \
+	VMAXPS       Z26, Z29, Z29; \
+	VMINPS       Z27, Z29, Z29; \
+	VRNDSCALEPS  $0, Z29, Z29; \
+	VMULPS       Z29, Z28, Z31; \
+	VADDPS       Z31, X, X; \
+	VMULPS       Z29, Z29, Z30; \
+	VADDPS       Z30, Q, Q; \
+	VFNMADD231PS Z24, Z29, Z28; \
+	VMULPS       Z28, Z28, Z28; \
+	VADDPS       Z28, E, E
+
+#define DIVLANES VDIVPS Z24, Z28, K1, Z29
+#define NODIV
+
+// SUMSLOOP runs SUMSTERM over the CX rows from DI, then jumps to done.
+#define SUMSLOOP(name, DIV, done) \
+	MOVQ DI, BX; \
+	MOVQ CX, R9; \
+name: \
+	SUMSTERM(0, Z0, Z8, Z16, DIV); \
+	SUMSTERM(64, Z1, Z9, Z17, DIV); \
+	SUMSTERM(128, Z2, Z10, Z18, DIV); \
+	SUMSTERM(192, Z3, Z11, Z19, DIV); \
+	SUMSTERM(256, Z4, Z12, Z20, DIV); \
+	SUMSTERM(320, Z5, Z13, Z21, DIV); \
+	SUMSTERM(384, Z6, Z14, Z22, DIV); \
+	SUMSTERM(448, Z7, Z15, Z23, DIV); \
+	ADDQ $512, BX; \
+	SUBQ $8, R9; \
+	JNZ  name; \
+	JMP  done
+
+// TREE8 leaves ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) of eight accumulators in a0.
+#define TREE8(a0, a1, a2, a3, a4, a5, a6, a7) \
+	VADDPS a1, a0, a0; \
+	VADDPS a3, a2, a2; \
+	VADDPS a2, a0, a0; \
+	VADDPS a5, a4, a4; \
+	VADDPS a7, a6, a6; \
+	VADDPS a6, a4, a4; \
+	VADDPS a4, a0, a0
+
+// func errSumsAsm(t *float32, rows int, div uint32, st *searchState)
+//
+// errSums16: for the scale st.s of each lane, the sums Σ(x − q·s)², Σx·q and Σq² of its group
+// (rows of t, a multiple of 8) with q = level(x·(1/s)), or level(x/s) in the lanes of div, as
+// errSumsMul and errSumsDiv sum them, into st.e, st.xq and st.qq.
+TEXT ·errSumsAsm(SB), NOSPLIT, $0-32
+	MOVQ  t+0(FP), DI
+	MOVQ  rows+8(FP), CX
+	MOVL  div+16(FP), AX
+	KMOVW AX, K1
+	MOVQ  st+24(FP), R8
+
+	VMOVUPS      256(R8), Z24 // s
+	MOVL         $0x3f800000, AX
+	VPBROADCASTD AX, Z25
+	VDIVPS       Z24, Z25, Z25 // inv = 1/s
+	MOVL         $0xc1000000, AX
+	VPBROADCASTD AX, Z26 // -8
+	MOVL         $0x40e00000, AX
+	VPBROADCASTD AX, Z27 // 7
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU32    Z0, Z1
+	VMOVDQU32    Z0, Z2
+	VMOVDQU32    Z0, Z3
+	VMOVDQU32    Z0, Z4
+	VMOVDQU32    Z0, Z5
+	VMOVDQU32    Z0, Z6
+	VMOVDQU32    Z0, Z7
+	VMOVDQU32    Z0, Z8
+	VMOVDQU32    Z0, Z9
+	VMOVDQU32    Z0, Z10
+	VMOVDQU32    Z0, Z11
+	VMOVDQU32    Z0, Z12
+	VMOVDQU32    Z0, Z13
+	VMOVDQU32    Z0, Z14
+	VMOVDQU32    Z0, Z15
+	VMOVDQU32    Z0, Z16
+	VMOVDQU32    Z0, Z17
+	VMOVDQU32    Z0, Z18
+	VMOVDQU32    Z0, Z19
+	VMOVDQU32    Z0, Z20
+	VMOVDQU32    Z0, Z21
+	VMOVDQU32    Z0, Z22
+	VMOVDQU32    Z0, Z23
+	KORTESTW     K1, K1
+	JNZ          sumsdiv
+	SUMSLOOP(sumsmul, NODIV, sumsdone)
+
+sumsdiv:
+	SUMSLOOP(sumsdivloop, DIVLANES, sumsdone)
+
+sumsdone:
+	TREE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	TREE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	TREE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
+	VMOVUPS Z0, 320(R8)
+	VMOVUPS Z8, 384(R8)
+	VMOVUPS Z16, 448(R8)
 	VZEROUPPER
 	RET
