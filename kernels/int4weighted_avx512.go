@@ -144,19 +144,19 @@ func batchWeights(buf, d []float32, k0, gpr, g int) []float32 {
 // scales) on the sixteen transposed groups of t with their transposed weights tw. res.rtnErr
 // holds the unweighted error of the RTN scale, the RTNErr of the lanes that leave it.
 func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params) {
-	zero, one := archsimd.Float32x16{}, bc16(1)
+	zero := archsimd.Float32x16{}
 	a, sR, _, ok := batchRTN(t, g)
 	res.ok = ok
 	if ok == 0 {
 		return
 	}
-	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, zero, true)
+	st := &res.asm
+	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, true, st)
 	rtnErr.StoreSlice(res.rtnErr[:])
 	best := sR
 	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
 	// strictly smaller; it returns those lanes. bestE, best and mul live in res.asm until the
 	// candidates are done.
-	st := &res.asm
 	a.Store(&st.a)
 	bestE.Store(&st.bestE)
 	best.Store(&st.best)
@@ -216,12 +216,12 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 	mul := uint16(st.mul)
 	if p.Refine > 0 {
 		if mul != 0 {
-			_, xq, qq, _ := wSums16(t, tw, g, best, one.Div(best), false)
+			_, xq, qq, _ := wSums16(t, tw, g, best, false, st)
 			w := archsimd.Mask32x16FromBits(mul)
 			sxq, sqq = xq.Merge(sxq, w), qq.Merge(sqq, w)
 		}
 		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
-			e, xq, qq, _ = wSums16(t, tw, g, s, one.Div(s), false)
+			e, xq, qq, _ = wSums16(t, tw, g, s, false, st)
 			return e, xq, qq
 		})
 	}
@@ -229,38 +229,11 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 	res.div = ok &^ mul
 }
 
-// wSums16 is wSums for each lane (div: the RTN levels x/s, else x·inv), and also returns the
-// unweighted error Σ(x−q·s)² of the same levels (errDiv's sum when div is set). The sums run
-// two spec lanes at a time, to keep their accumulators in registers.
-func wSums16(t, tw []float32, g int, s, inv archsimd.Float32x16, div bool) (e, xq, qq, eu archsimd.Float32x16) {
-	e0, x0, q0, u0 := wSumsPair16(t, tw, g, 0, s, inv, div)
-	e1, x1, q1, u1 := wSumsPair16(t, tw, g, 2, s, inv, div)
-	e2, x2, q2, u2 := wSumsPair16(t, tw, g, 4, s, inv, div)
-	e3, x3, q3, u3 := wSumsPair16(t, tw, g, 6, s, inv, div)
-	return e0.Add(e1).Add(e2.Add(e3)), x0.Add(x1).Add(x2.Add(x3)), q0.Add(q1).Add(q2.Add(q3)), u0.Add(u1).Add(u2.Add(u3))
-}
-
-// wSumsPair16 returns a_o + a_(o+1) of wSums16's four sums, o = off. The products are rounded
-// one at a time as wSums rounds them: w·(d·d), (w·x)·q and (w·q)·q.
-func wSumsPair16(t, tw []float32, g, off int, s, inv archsimd.Float32x16, div bool) (e, xq, qq, eu archsimd.Float32x16) {
-	var ea, eb, xa, xb, qa, qb, ua, ub archsimd.Float32x16
-	for j := off; j < g; j += 8 {
-		b := (*[2 * batchGroups]float32)(t[batchGroups*j:])
-		c := (*[2 * batchGroups]float32)(tw[batchGroups*j:])
-		va, vb := archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
-		wa, wb := archsimd.LoadFloat32x16((*[16]float32)(c[0:])), archsimd.LoadFloat32x16((*[16]float32)(c[16:]))
-		var fa, fb archsimd.Float32x16
-		if div {
-			fa, fb = va.Div(s), vb.Div(s)
-		} else {
-			fa, fb = va.Mul(inv), vb.Mul(inv)
-		}
-		qva, qvb := level16(fa), level16(fb)
-		da, db := sq16(va, qva, s), sq16(vb, qvb, s)
-		ea, eb = ea.Add(wa.Mul(da)), eb.Add(wb.Mul(db))
-		ua, ub = ua.Add(da), ub.Add(db)
-		xa, xb = xa.Add(wa.Mul(va).Mul(qva)), xb.Add(wb.Mul(vb).Mul(qvb))
-		qa, qb = qa.Add(wa.Mul(qva).Mul(qva)), qb.Add(wb.Mul(qvb).Mul(qvb))
-	}
-	return ea.Add(eb), xa.Add(xb), qa.Add(qb), ua.Add(ub)
+// wSums16 is wSums for each lane (div: the RTN levels x/s, else x·(1/s)), and also returns the
+// unweighted error Σ(x−q·s)² of the same levels (errDiv's sum when div is set): wSumsAsm
+// through st.
+func wSums16(t, tw []float32, g int, s archsimd.Float32x16, div bool, st *searchState) (e, xq, qq, eu archsimd.Float32x16) {
+	s.Store(&st.s)
+	wSumsAsm(&t[0], &tw[0], g, div, st)
+	return archsimd.LoadFloat32x16(&st.e), archsimd.LoadFloat32x16(&st.xq), archsimd.LoadFloat32x16(&st.qq), archsimd.LoadFloat32x16(&st.eu)
 }

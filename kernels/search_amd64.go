@@ -3,12 +3,12 @@
 package kernels
 
 // searchState is what the assembly loops (search_amd64.s) read and update: the groups'
-// absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of wTryAsm
-// and errSumsAsm, the sums e, xq and qq of errSumsAsm, and the lanes whose best is a searched
+// absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of wTryAsm,
+// errSumsAsm and wSumsAsm, their sums e, xq, qq and eu, and the lanes whose best is a searched
 // scale. The assembly knows its layout.
 type searchState struct {
 	a, sR, bestE, best, s [batchGroups]float32
-	e, xq, qq             [batchGroups]float32
+	e, xq, qq, eu         [batchGroups]float32
 	mul                   uint32
 }
 
@@ -35,3 +35,10 @@ func wTryAsm(t, tw *float32, rows int, keep uint32, st *searchState) (w uint32)
 //
 //go:noescape
 func errSumsAsm(t *float32, rows int, div uint32, st *searchState)
+
+// wSumsAsm is wSums16 for the scale st.s, into st.e, st.xq, st.qq and st.eu: the rows (a
+// multiple of 8) of t with their weights tw, the levels level(x/s) when div, else
+// level(x·(1/s)).
+//
+//go:noescape
+func wSumsAsm(t, tw *float32, rows int, div bool, st *searchState)

@@ -217,7 +217,7 @@ next:
 	VMOVUPS Z19, 128(R8)
 	VMOVUPS Z20, 192(R8)
 	KMOVW   K7, AX
-	MOVL    AX, 512(R8)
+	MOVL    AX, 576(R8)
 	VZEROUPPER
 	RET
 
@@ -260,7 +260,7 @@ wchoose:
 	VMOVUPS Z0, K5, 128(R8)
 	VMOVUPS Z29, K5, 192(R8)
 	KMOVW   K5, AX
-	ORL     AX, 512(R8)
+	ORL     AX, 576(R8)
 	MOVL    AX, w+40(FP)
 	VZEROUPPER
 	RET
@@ -372,5 +372,123 @@ sumsdone:
 	VMOVUPS Z0, 320(R8)
 	VMOVUPS Z8, 384(R8)
 	VMOVUPS Z16, 448(R8)
+	VZEROUPPER
+	RET
+
+// WSUMSTERM adds row off(BX)'s terms, with the weight w at off(R10), to the accumulators E
+// (w·(d·d)), X ((w·x)·q), Q ((w·q)·q) and U (d·d): F sets f (x·inv or x/s), clamped to
+// [-8, 7] and rounded to the level q.
+#define WSUMSTERM(off, E, X, Q, U, F) \
+	VMOVUPS      off(BX), Z28; \
+	VMOVUPS      off(R10), Z20; \
+	F; \
+	VMAXPS       Z18, Z29, Z29; \
+	VMINPS       Z19, Z29, Z29; \
+	VRNDSCALEPS  $0, Z29, Z29; \
+	VMULPS       Z28, Z20, Z21; \
+	VMULPS       Z29, Z21, Z21; \
+	VADDPS       Z21, X, X; \
+	VMULPS       Z29, Z20, Z22; \
+	VMULPS       Z29, Z22, Z22; \
+	VADDPS       Z22, Q, Q; \
+	VFNMADD231PS Z16, Z29, Z28; \
+	VMULPS       Z28, Z28, Z28; \
+	VADDPS       Z28, U, U; \
+	VMULPS       Z28, Z20, Z23; \
+	VADDPS       Z23, E, E
+
+#define FMUL VMULPS Z17, Z28, Z29
+#define FDIV VDIVPS Z16, Z28, Z29
+
+// WSUMSHALF sums the rows j with j%8 in {base/64, ..., base/64+3} of the CX rows from DI
+// (weights from SI) into Z0-Z15 (E Z0-Z3, X Z4-Z7, Q Z8-Z11, U Z12-Z15), zeroed first, and
+// leaves (a0+a1)+(a2+a3) of each sum in Z0, Z4, Z8 and Z12.
+#define WSUMSHALF(name, base, F) \
+	VPXORD    Z0, Z0, Z0; \
+	VMOVDQU32 Z0, Z1; \
+	VMOVDQU32 Z0, Z2; \
+	VMOVDQU32 Z0, Z3; \
+	VMOVDQU32 Z0, Z4; \
+	VMOVDQU32 Z0, Z5; \
+	VMOVDQU32 Z0, Z6; \
+	VMOVDQU32 Z0, Z7; \
+	VMOVDQU32 Z0, Z8; \
+	VMOVDQU32 Z0, Z9; \
+	VMOVDQU32 Z0, Z10; \
+	VMOVDQU32 Z0, Z11; \
+	VMOVDQU32 Z0, Z12; \
+	VMOVDQU32 Z0, Z13; \
+	VMOVDQU32 Z0, Z14; \
+	VMOVDQU32 Z0, Z15; \
+	LEAQ      base(DI), BX; \
+	LEAQ      base(SI), R10; \
+	MOVQ      CX, R9; \
+name: \
+	WSUMSTERM(0, Z0, Z4, Z8, Z12, F); \
+	WSUMSTERM(64, Z1, Z5, Z9, Z13, F); \
+	WSUMSTERM(128, Z2, Z6, Z10, Z14, F); \
+	WSUMSTERM(192, Z3, Z7, Z11, Z15, F); \
+	ADDQ      $512, BX; \
+	ADDQ      $512, R10; \
+	SUBQ      $8, R9; \
+	JNZ       name; \
+	VADDPS    Z1, Z0, Z0; \
+	VADDPS    Z3, Z2, Z2; \
+	VADDPS    Z2, Z0, Z0; \
+	VADDPS    Z5, Z4, Z4; \
+	VADDPS    Z7, Z6, Z6; \
+	VADDPS    Z6, Z4, Z4; \
+	VADDPS    Z9, Z8, Z8; \
+	VADDPS    Z11, Z10, Z10; \
+	VADDPS    Z10, Z8, Z8; \
+	VADDPS    Z13, Z12, Z12; \
+	VADDPS    Z15, Z14, Z14; \
+	VADDPS    Z14, Z12, Z12
+
+// WSUMS runs both halves and stores the sums, the first half's plus the second's, into st.
+#define WSUMS(n1, n2, F) \
+	WSUMSHALF(n1, 0, F); \
+	VMOVAPS   Z0, Z24; \
+	VMOVAPS   Z4, Z25; \
+	VMOVAPS   Z8, Z26; \
+	VMOVAPS   Z12, Z27; \
+	WSUMSHALF(n2, 256, F); \
+	VADDPS    Z0, Z24, Z24; \
+	VADDPS    Z4, Z25, Z25; \
+	VADDPS    Z8, Z26, Z26; \
+	VADDPS    Z12, Z27, Z27; \
+	VMOVUPS   Z24, 320(R8); \
+	VMOVUPS   Z25, 384(R8); \
+	VMOVUPS   Z26, 448(R8); \
+	VMOVUPS   Z27, 512(R8)
+
+// func wSumsAsm(t, tw *float32, rows int, div bool, st *searchState)
+//
+// wSums16: for the scale st.s of each lane, the weighted sums Σw·(x−q·s)², Σw·x·q and Σw·q² of
+// its group (rows of t, a multiple of 8, weights tw) and the unweighted Σ(x−q·s)², with
+// q = level(x/s) when div, else level(x·(1/s)), into st.e, st.xq, st.qq and st.eu.
+TEXT ·wSumsAsm(SB), NOSPLIT, $0-40
+	MOVQ t+0(FP), DI
+	MOVQ tw+8(FP), SI
+	MOVQ rows+16(FP), CX
+	MOVQ st+32(FP), R8
+
+	VMOVUPS      256(R8), Z16 // s
+	MOVL         $0x3f800000, AX
+	VPBROADCASTD AX, Z17
+	VDIVPS       Z16, Z17, Z17 // inv = 1/s
+	MOVL         $0xc1000000, AX
+	VPBROADCASTD AX, Z18 // -8
+	MOVL         $0x40e00000, AX
+	VPBROADCASTD AX, Z19 // 7
+	MOVBLZX      div+24(FP), AX
+	TESTL        AX, AX
+	JNZ          wsumsdiv
+	WSUMS(wsmulA, wsmulB, FMUL)
+	VZEROUPPER
+	RET
+
+wsumsdiv:
+	WSUMS(wsdivA, wsdivB, FDIV)
 	VZEROUPPER
 	RET
