@@ -220,7 +220,7 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 			w := archsimd.Mask32x16FromBits(mul)
 			sxq, sqq = xq.Merge(sxq, w), qq.Merge(sqq, w)
 		}
-		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
+		best, _, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
 			e, xq, qq, _ = wSums16(t, tw, g, s, false, st)
 			return e, xq, qq
 		})

@@ -137,7 +137,9 @@ type batchStats struct {
 
 // packBatch is pack for the sixteen transposed groups of t with the scales of res: the packed
 // words go to w (word i of group l at w[16i+l]), the levels to q (transposed like t), then the
-// error and Σx² are summed from t and q.
+// error and Σx² are summed from t and q. Where the search knows the error of the scale and
+// levels it chose (res.errSet), that is pack's error, bit for bit: the same terms in the same
+// order; it is taken, and the levels are not stored.
 func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResult) {
 	s := archsimd.LoadFloat32x16(&res.best)
 	inv := bc16(1).Div(s)
@@ -156,15 +158,21 @@ func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResu
 			}
 			clip = clip.Add(one.Masked(f.GreaterEqual(hi).Or(f.Less(lo))))
 			r := f.Max(bc16(-8)).Min(bc16(7)).Add(bc16(rne))
-			r.Sub(bc16(rne)).Store((*[16]float32)(q[batchGroups*(j+jj):]))
+			if !res.errSet {
+				r.Sub(bc16(rne)).Store((*[16]float32)(q[batchGroups*(j+jj):]))
+			}
 			// (a per-lane shift: ShiftAllLeft by a variable takes its count through a legacy MOVQ)
 			word = word.Or(r.AsUint32x16().Add(eight).And(fifteen).ShiftLeft(archsimd.BroadcastUint32x16(uint32(4 * jj))))
 		}
 		word.Store((*[16]uint32)(w[batchGroups*(j/8):]))
 	}
 	clip.Store(&st.clip)
-	e := errQ16(t, q, g, 0, s).Add(errQ16(t, q, g, 4, s))
-	e.Store(&st.err)
+	if res.errSet {
+		archsimd.LoadFloat32x16(&res.err).Store(&st.err)
+	} else {
+		e := errQ16(t, q, g, 0, s).Add(errQ16(t, q, g, 4, s))
+		e.Store(&st.err)
+	}
 	ss := sumSq16(t, g, 0).Add(sumSq16(t, g, 4))
 	ss.Store(&st.sumSq)
 }
@@ -261,7 +269,10 @@ var transposeIdx [4][2]archsimd.Uint32x16
 type batchResult struct {
 	best, rtnErr [batchGroups]float32
 	ok, div      uint16
-	asm          searchState // the assembly loops' state, in the caller's frame (no zeroing here)
+	// err is the unweighted error of best with its levels in every lane of ok, when errSet.
+	err    [batchGroups]float32
+	errSet bool
+	asm    searchState // the assembly loops' state, in the caller's frame (no zeroing here)
 }
 
 func ld16(t []float32, j int) archsimd.Float32x16 {
@@ -319,6 +330,7 @@ func errSums16(t []float32, g int, s archsimd.Float32x16, divLanes uint16, st *s
 // sixteen transposed groups of t.
 func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	a, sR, scaled, ok := batchRTN(t, g)
+	res.errSet = false
 	if p.Search != SearchMSE {
 		res.ok = scaled
 		sR.Store(&res.best)
@@ -348,10 +360,12 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	if p.Refine > 0 {
 		st := &res.asm
 		_, sxq, sqq := errSums16(t, g, best, ok&^mul, st)
-		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
+		best, bestE, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
 			return errSums16(t, g, s, 0, st)
 		})
 	}
+	bestE.Store(&res.err)
+	res.errSet = true
 	best.StoreSlice(res.best[:])
 	res.div = ok &^ mul
 }
@@ -375,8 +389,9 @@ func batchRTN(t []float32, g int) (a, sR archsimd.Float32x16, scaled, searched u
 // refine16 is the least-squares refinement of search (and searchWeighted, with sums its
 // weighted sums) in the lanes of ok: up to n times s ← bf16(Σx·q/Σq²), from the sums sxq and
 // sqq of the best scale, taken where its error is strictly below bestE; a lane stops where the
-// scalar loop breaks. It returns the best scales and mul with the lanes that took one set.
-func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, sums func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16)) (archsimd.Float32x16, uint16) {
+// scalar loop breaks. It returns the best scales, their errors and mul with the lanes that took
+// one set.
+func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, sums func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16)) (archsimd.Float32x16, archsimd.Float32x16, uint16) {
 	zero := archsimd.Float32x16{}
 	act := ok
 	for range n {
@@ -396,5 +411,5 @@ func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, 
 		sxq, sqq = sxq2.Merge(sxq, w), sqq2.Merge(sqq, w)
 		mul |= act
 	}
-	return best, mul
+	return best, bestE, mul
 }
