@@ -175,30 +175,16 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 		}
 		unequal = ne.ToBits() & ok
 	}
-	if plain := ok &^ unequal; plain != 0 {
-		lanes := archsimd.Mask32x16FromBits(plain)
-		prev := zero
-		for _, k := range p.Pos {
-			s := roundBF16x16(a.Mul(bc16(k)))
-			keep := s.NotEqual(prev).And(s.NotEqual(sR))
-			prev = s.Merge(prev, keep)
-			if keep = keep.And(lanes); keep.ToBits() != 0 {
-				try(s, keep)
-			}
-		}
+	if plain := ok &^ unequal; plain != 0 && len(p.Pos) > 0 {
+		wSearchPosAsm(&t[0], &tw[0], g, &p.Pos[0], len(p.Pos), uint32(plain), st)
 	}
 	if unequal != 0 {
 		lanes := archsimd.Mask32x16FromBits(unequal)
-		prev := zero
-		kBest := bc16(float32(1 / 7.5))
-		for _, k := range p.WPos {
-			s := roundBF16x16(a.Mul(bc16(k)))
-			keep := s.NotEqual(prev).And(s.NotEqual(sR))
-			prev = s.Merge(prev, keep)
-			if keep = keep.And(lanes); keep.ToBits() != 0 {
-				kBest = bc16(k).Merge(kBest, try(s, keep))
-			}
+		bc16(float32(1 / 7.5)).Store(&st.kBest)
+		if len(p.WPos) > 0 {
+			wSearchPosAsm(&t[0], &tw[0], g, &p.WPos[0], len(p.WPos), uint32(unequal), st)
 		}
+		kBest := archsimd.LoadFloat32x16(&st.kBest)
 		for i := 1; i <= p.WFineN; i++ {
 			// float32(i)·WFine as a vector product (the same IEEE product, no scalar float code)
 			step := archsimd.BroadcastInt32x16(int32(i)).ConvertToFloat32().Mul(bc16At(&p.WFine))

@@ -4,11 +4,13 @@ package kernels
 
 // searchState is what the assembly loops (search_amd64.s) read and update: the groups'
 // absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of wTryAsm,
-// errSumsAsm and wSumsAsm, their sums e, xq, qq and eu, and the lanes whose best is a searched
-// scale. The assembly knows its layout.
+// errSumsAsm and wSumsAsm, their sums e, xq, qq and eu, the multiplier of the best coarse
+// candidate (wSearchPosAsm), and the lanes whose best is a searched scale. The assembly knows
+// its layout.
 type searchState struct {
 	a, sR, bestE, best, s [batchGroups]float32
 	e, xq, qq, eu         [batchGroups]float32
+	kBest                 [batchGroups]float32
 	mul                   uint32
 }
 
@@ -42,3 +44,11 @@ func errSumsAsm(t *float32, rows int, div uint32, st *searchState)
 //
 //go:noescape
 func wSumsAsm(t, tw *float32, rows int, div bool, st *searchState)
+
+// wSearchPosAsm is searchPosAsm for searchBatchWeighted's plain or coarse candidates
+// pos[:npos] in the lanes of lanes, with the weighted error of the rows of t and their weights
+// tw: the lanes that take a candidate are or-ed into st.mul and take its multiplier as
+// st.kBest.
+//
+//go:noescape
+func wSearchPosAsm(t, tw *float32, rows int, pos *float32, npos int, lanes uint32, st *searchState)

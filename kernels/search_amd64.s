@@ -217,7 +217,7 @@ next:
 	VMOVUPS Z19, 128(R8)
 	VMOVUPS Z20, 192(R8)
 	KMOVW   K7, AX
-	MOVL    AX, 576(R8)
+	MOVL    AX, 640(R8)
 	VZEROUPPER
 	RET
 
@@ -260,7 +260,7 @@ wchoose:
 	VMOVUPS Z0, K5, 128(R8)
 	VMOVUPS Z29, K5, 192(R8)
 	KMOVW   K5, AX
-	ORL     AX, 576(R8)
+	ORL     AX, 640(R8)
 	MOVL    AX, w+40(FP)
 	VZEROUPPER
 	RET
@@ -490,5 +490,87 @@ TEXT ·wSumsAsm(SB), NOSPLIT, $0-40
 
 wsumsdiv:
 	WSUMS(wsdivA, wsdivB, FDIV)
+	VZEROUPPER
+	RET
+
+// func wSearchPosAsm(t, tw *float32, rows int, pos *float32, npos int, lanes uint32, st *searchState)
+//
+// searchPosAsm for searchBatchWeighted: the candidates pos[:npos] (its plain or its coarse
+// ones) in the lanes of lanes, each candidate's weighted error (wErr: the rows of t, weights
+// tw) replacing st.bestE, and s st.best, where strictly smaller; those lanes are or-ed into
+// st.mul and take k as st.kBest.
+TEXT ·wSearchPosAsm(SB), NOSPLIT, $0-56
+	MOVQ  t+0(FP), DI
+	MOVQ  tw+8(FP), SI
+	MOVQ  rows+16(FP), CX
+	MOVQ  pos+24(FP), R11
+	MOVQ  npos+32(FP), DX
+	MOVL  lanes+40(FP), AX
+	KMOVW AX, K1
+	MOVQ  st+48(FP), R8
+
+	VMOVUPS 0(R8), Z16    // a
+	VMOVUPS 64(R8), Z17   // sR
+	VMOVUPS 128(R8), Z19  // bestE
+	VMOVUPS 192(R8), Z20  // best
+	VMOVUPS 576(R8), Z31  // kBest
+	VPXORD  Z18, Z18, Z18 // prev
+	CONSTS
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z24
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z25
+	MOVL         $0xffff0000, AX
+	VPBROADCASTD AX, Z26
+	KXORW        K7, K7, K7 // the lanes that take a candidate
+
+wcand:
+	VMULPS.BCST (R11), Z16, Z29
+	VPSRLD      $16, Z29, Z8
+	VPANDD      Z25, Z8, Z8
+	VPADDD      Z24, Z29, Z29
+	VPADDD      Z8, Z29, Z29
+	VPANDD      Z26, Z29, Z29
+	VCMPPS      $4, Z18, Z29, K2     // s != prev
+	VCMPPS      $4, Z17, Z29, K2, K2 // and s != sR
+	VMOVAPS     Z29, K2, Z18         // prev = s where kept
+	KANDW       K1, K2, K2
+	KORTESTW    K2, K2
+	JZ          wnext
+	PREP
+	DISPATCH(v00, v01, v1x)
+
+v00:
+	WERRLOOP(vloop00, NOCLAMP, NOCLAMP, vchoose)
+
+v01:
+	WERRLOOP(vloop01, NOCLAMP, CLAMPHI, vchoose)
+
+v1x:
+	KORTESTW K4, K4
+	JNZ      v11
+	WERRLOOP(vloop10, CLAMPLO, NOCLAMP, vchoose)
+
+v11:
+	WERRLOOP(vloop11, CLAMPLO, CLAMPHI, vchoose)
+
+vchoose:
+	VCMPPS         $1, Z19, Z0, K2, K5 // kept and e < bestE
+	VMOVAPS        Z0, K5, Z19
+	VMOVAPS        Z29, K5, Z20
+	VBROADCASTSS   (R11), Z8
+	VMOVAPS        Z8, K5, Z31
+	KORW           K5, K7, K7
+
+wnext:
+	ADDQ $4, R11
+	DECQ DX
+	JNZ  wcand
+
+	VMOVUPS Z19, 128(R8)
+	VMOVUPS Z20, 192(R8)
+	VMOVUPS Z31, 576(R8)
+	KMOVW   K7, AX
+	ORL     AX, 640(R8)
 	VZEROUPPER
 	RET
