@@ -33,6 +33,17 @@
 	VMULPS       Z8, Z8, Z8; \
 	VADDPS       Z8, acc, acc
 
+// ERRTERM0 is ERRTERM for the first row of acc: acc = d·d, which is 0 + d·d (d·d is +0 or
+// more, or NaN).
+#define ERRTERM0(off, acc, CLO, CHI) \
+	VMOVUPS      off(BX), Z8; \
+	VMULPS       Z30, Z8, Z9; \
+	CLO; \
+	CHI; \
+	VRNDSCALEPS  $0, Z9, Z9; \
+	VFNMADD231PS Z29, Z9, Z8; \
+	VMULPS       Z8, Z8, acc
+
 // WERRTERM is ERRTERM with the weight of the row at off(R10): acc += w·(d·d).
 #define WERRTERM(off, acc, CLO, CHI) \
 	VMOVUPS      off(BX), Z8; \
@@ -45,19 +56,23 @@
 	VMULPS       off(R10), Z8, Z8; \
 	VADDPS       Z8, acc, acc
 
+// WERRTERM0 is WERRTERM for the first row of acc: acc = w·(d·d) in place of 0 + w·(d·d),
+// which differs at most in the sign of a zero (w·(d·d) = -0 for w < 0 and d = 0): the sums
+// differ at most in the sign of a zero then, which no comparison of errors sees, and the
+// weighted errors are only compared.
+#define WERRTERM0(off, acc, CLO, CHI) \
+	VMOVUPS      off(BX), Z8; \
+	VMULPS       Z30, Z8, Z9; \
+	CLO; \
+	CHI; \
+	VRNDSCALEPS  $0, Z9, Z9; \
+	VFNMADD231PS Z29, Z9, Z8; \
+	VMULPS       Z8, Z8, Z8; \
+	VMULPS       off(R10), Z8, acc
+
 #define CLAMPLO VMAXPS Z22, Z9, Z9
 #define CLAMPHI VMINPS Z23, Z9, Z9
 #define NOCLAMP
-
-#define ZEROACC \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5; \
-	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7
 
 // TREE leaves ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) in Z0.
 #define TREE \
@@ -70,12 +85,22 @@
 	VADDPS Z4, Z0, Z0
 
 // ERRLOOP sums the error of the candidate in Z29/Z30 over the CX rows (a multiple of 8) from
-// DI into Z0, then jumps to done.
-#define ERRLOOP(name, CLO, CHI, done) \
-	ZEROACC; \
+// DI into Z0, then jumps to done: the first eight rows set the accumulators, the others add.
+#define ERRLOOP(name, sum, CLO, CHI, done) \
 	MOVQ DI, BX; \
-	MOVQ CX, R9; \
+	ERRTERM0(0, Z0, CLO, CHI); \
+	ERRTERM0(64, Z1, CLO, CHI); \
+	ERRTERM0(128, Z2, CLO, CHI); \
+	ERRTERM0(192, Z3, CLO, CHI); \
+	ERRTERM0(256, Z4, CLO, CHI); \
+	ERRTERM0(320, Z5, CLO, CHI); \
+	ERRTERM0(384, Z6, CLO, CHI); \
+	ERRTERM0(448, Z7, CLO, CHI); \
+	LEAQ -8(CX), R9; \
+	TESTQ R9, R9; \
+	JZ   sum; \
 name: \
+	ADDQ $512, BX; \
 	ERRTERM(0, Z0, CLO, CHI); \
 	ERRTERM(64, Z1, CLO, CHI); \
 	ERRTERM(128, Z2, CLO, CHI); \
@@ -84,19 +109,30 @@ name: \
 	ERRTERM(320, Z5, CLO, CHI); \
 	ERRTERM(384, Z6, CLO, CHI); \
 	ERRTERM(448, Z7, CLO, CHI); \
-	ADDQ $512, BX; \
 	SUBQ $8, R9; \
 	JNZ  name; \
+sum: \
 	TREE; \
 	JMP  done
 
 // WERRLOOP is ERRLOOP for the weighted error, the weights' rows from SI.
-#define WERRLOOP(name, CLO, CHI, done) \
-	ZEROACC; \
+#define WERRLOOP(name, sum, CLO, CHI, done) \
 	MOVQ DI, BX; \
 	MOVQ SI, R10; \
-	MOVQ CX, R9; \
+	WERRTERM0(0, Z0, CLO, CHI); \
+	WERRTERM0(64, Z1, CLO, CHI); \
+	WERRTERM0(128, Z2, CLO, CHI); \
+	WERRTERM0(192, Z3, CLO, CHI); \
+	WERRTERM0(256, Z4, CLO, CHI); \
+	WERRTERM0(320, Z5, CLO, CHI); \
+	WERRTERM0(384, Z6, CLO, CHI); \
+	WERRTERM0(448, Z7, CLO, CHI); \
+	LEAQ -8(CX), R9; \
+	TESTQ R9, R9; \
+	JZ   sum; \
 name: \
+	ADDQ $512, BX; \
+	ADDQ $512, R10; \
 	WERRTERM(0, Z0, CLO, CHI); \
 	WERRTERM(64, Z1, CLO, CHI); \
 	WERRTERM(128, Z2, CLO, CHI); \
@@ -105,10 +141,9 @@ name: \
 	WERRTERM(320, Z5, CLO, CHI); \
 	WERRTERM(384, Z6, CLO, CHI); \
 	WERRTERM(448, Z7, CLO, CHI); \
-	ADDQ $512, BX; \
-	ADDQ $512, R10; \
 	SUBQ $8, R9; \
 	JNZ  name; \
+sum: \
 	TREE; \
 	JMP  done
 
@@ -190,18 +225,18 @@ cand:
 	DISPATCH(c00, c01, c1x)
 
 c00:
-	ERRLOOP(loop00, NOCLAMP, NOCLAMP, choose)
+	ERRLOOP(loop00, loop00s, NOCLAMP, NOCLAMP, choose)
 
 c01:
-	ERRLOOP(loop01, NOCLAMP, CLAMPHI, choose)
+	ERRLOOP(loop01, loop01s, NOCLAMP, CLAMPHI, choose)
 
 c1x:
 	KORTESTW K4, K4
 	JNZ      c11
-	ERRLOOP(loop10, CLAMPLO, NOCLAMP, choose)
+	ERRLOOP(loop10, loop10s, CLAMPLO, NOCLAMP, choose)
 
 c11:
-	ERRLOOP(loop11, CLAMPLO, CLAMPHI, choose)
+	ERRLOOP(loop11, loop11s, CLAMPLO, CLAMPHI, choose)
 
 choose:
 	VCMPPS  $1, Z19, Z0, K2, K5 // kept and e < bestE
@@ -241,18 +276,18 @@ TEXT ·wTryAsm(SB), NOSPLIT, $0-44
 	DISPATCH(w00, w01, w1x)
 
 w00:
-	WERRLOOP(wloop00, NOCLAMP, NOCLAMP, wchoose)
+	WERRLOOP(wloop00, wloop00s, NOCLAMP, NOCLAMP, wchoose)
 
 w01:
-	WERRLOOP(wloop01, NOCLAMP, CLAMPHI, wchoose)
+	WERRLOOP(wloop01, wloop01s, NOCLAMP, CLAMPHI, wchoose)
 
 w1x:
 	KORTESTW K4, K4
 	JNZ      w11
-	WERRLOOP(wloop10, CLAMPLO, NOCLAMP, wchoose)
+	WERRLOOP(wloop10, wloop10s, CLAMPLO, NOCLAMP, wchoose)
 
 w11:
-	WERRLOOP(wloop11, CLAMPLO, CLAMPHI, wchoose)
+	WERRLOOP(wloop11, wloop11s, CLAMPLO, CLAMPHI, wchoose)
 
 wchoose:
 	VMOVUPS 128(R8), Z19
@@ -541,18 +576,18 @@ wcand:
 	DISPATCH(v00, v01, v1x)
 
 v00:
-	WERRLOOP(vloop00, NOCLAMP, NOCLAMP, vchoose)
+	WERRLOOP(vloop00, vloop00s, NOCLAMP, NOCLAMP, vchoose)
 
 v01:
-	WERRLOOP(vloop01, NOCLAMP, CLAMPHI, vchoose)
+	WERRLOOP(vloop01, vloop01s, NOCLAMP, CLAMPHI, vchoose)
 
 v1x:
 	KORTESTW K4, K4
 	JNZ      v11
-	WERRLOOP(vloop10, CLAMPLO, NOCLAMP, vchoose)
+	WERRLOOP(vloop10, vloop10s, CLAMPLO, NOCLAMP, vchoose)
 
 v11:
-	WERRLOOP(vloop11, CLAMPLO, CLAMPHI, vchoose)
+	WERRLOOP(vloop11, vloop11s, CLAMPLO, CLAMPHI, vchoose)
 
 vchoose:
 	VCMPPS         $1, Z19, Z0, K2, K5 // kept and e < bestE
