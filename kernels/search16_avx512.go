@@ -44,7 +44,8 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 	tr, qr, wr := t[:batchGroups*g], q[:batchGroups*g], w[:batchGroups*g/8]
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
 	var res batchResult
-	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
+	var st batchStats   // zeroed once, before the vector code; packBatch rewrites it
+	var sc storeScratch // likewise
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
@@ -55,6 +56,15 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 		if g == 32 && res.ok != 0 {
 			// All sixteen groups' words at once; the per-group path below rewrites its own.
 			storeWords32(words[k0*4:(k0+16)*4], wr)
+		}
+		if res.ok == 1<<batchGroups-1 && (g == 32 || g == 128) {
+			rtn := archsimd.LoadFloat32x16(&st.err)
+			if p.Search == SearchMSE {
+				rtn = archsimd.LoadFloat32x16(&res.rtnErr)
+			}
+			storeBatch16(out, k0, g, wr, &st, rtn, archsimd.LoadFloat32x16(&res.best), &sc)
+			archsimd.ClearAVXUpperBits() // transpose16 has a scalar path
+			continue
 		}
 		archsimd.ClearAVXUpperBits() // the per-group stores are scalar
 		for l := range batchGroups {
@@ -77,7 +87,36 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 			}
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return k0, nil
+}
+
+// storeBatch16 writes the output of a batch whose sixteen groups, from k0 on, all came out of
+// it, with vectors: for groups of 128 the words (word i of group l at w[16i+l]; groups of 32
+// have theirs from storeWords32), the statistics (st, and rtn for RTNErr) and the scales best,
+// BF16 values whose codes are their upper halves. It leaves the upper register state to its
+// caller.
+func storeBatch16(out Int4Out, k0, g int, w []uint32, st *batchStats, rtn, best archsimd.Float32x16, sc *storeScratch) {
+	if g == 128 {
+		words := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
+		transpose16Blocks(words[k0*16:(k0+16)*16], unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(w))), len(w)), 16, &sc.mid)
+	}
+	f := &sc.stats
+	archsimd.LoadFloat32x16(&st.sumSq).AsUint32x16().Store((*[16]uint32)(f[0:]))
+	archsimd.LoadFloat32x16(&st.err).AsUint32x16().Store((*[16]uint32)(f[16:]))
+	rtn.AsUint32x16().Store((*[16]uint32)(f[32:]))
+	archsimd.LoadInt32x16(&st.clip).AsUint32x16().Store((*[16]uint32)(f[48:]))
+	stats := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Stats))), 4*len(out.Stats))
+	storeWords32(stats[4*k0:4*(k0+batchGroups)], f[:])
+	codes := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(out.Scales))), len(out.Scales)/2)
+	sra16(best.AsUint32x16(), 16).TruncateToUint16().StoreSlice(codes[k0 : k0+batchGroups])
+}
+
+// storeScratch is storeBatch16's scratch memory, in its caller's frame (zeroed once, before the
+// vector code).
+type storeScratch struct {
+	mid   [16 * 16]float32
+	stats [4 * batchGroups]uint32
 }
 
 // storeWords32 writes the words of sixteen groups of 32 (four each, word i of group l at
