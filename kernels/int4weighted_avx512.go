@@ -48,7 +48,8 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 	twRow := rowWeights(d, ng, gpr, batchGroups, g, transpose16)
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
 	var res batchResult
-	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
+	var st batchStats   // zeroed once, before the vector code; packBatch rewrites it
+	var sc storeScratch // likewise
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
@@ -67,6 +68,14 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 			// All sixteen groups' words at once, as quantBatchesAVX512 stores them.
 			storeWords32(words[k0*4:(k0+16)*4], wr)
 			bw = nil
+		}
+		if res.ok == 1<<batchGroups-1 && (g == 32 || g == 128) {
+			// RTNErr: the batch's error where the RTN scale stayed, else the RTN error.
+			err := archsimd.LoadFloat32x16(&st.err)
+			rtn := err.Merge(archsimd.LoadFloat32x16(&res.rtnErr), archsimd.Mask32x16FromBits(res.div))
+			storeBatch16(out, k0, g, wr, &st, rtn, archsimd.LoadFloat32x16(&res.best), &sc)
+			archsimd.ClearAVXUpperBits() // transpose16 has a scalar path
+			continue
 		}
 		archsimd.ClearAVXUpperBits() // storeWeightedBatch is scalar
 		if k, err := storeWeightedBatch(out, src, d, bw, k0, batchGroups, gpr, p, &res, &st); err != nil {
