@@ -153,7 +153,6 @@ func batchWeights(buf, d []float32, k0, gpr, g int) []float32 {
 // scales) on the sixteen transposed groups of t with their transposed weights tw. res.rtnErr
 // holds the unweighted error of the RTN scale, the RTNErr of the lanes that leave it.
 func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params) {
-	zero := archsimd.Float32x16{}
 	a, sR, _, ok := batchRTN(t, g)
 	res.ok = ok
 	if ok == 0 {
@@ -163,17 +162,13 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, true, st)
 	rtnErr.StoreSlice(res.rtnErr[:])
 	best := sR
-	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
-	// strictly smaller; it returns those lanes. bestE, best and mul live in res.asm until the
-	// candidates are done.
+	// The candidates run in the assembly loops (search_amd64.s), bestE, best and mul in
+	// res.asm until they are done.
 	a.Store(&st.a)
+	sR.Store(&st.sR)
 	bestE.Store(&st.bestE)
 	best.Store(&st.best)
 	st.mul = 0
-	try := func(s archsimd.Float32x16, keep archsimd.Mask32x16) archsimd.Mask32x16 {
-		s.Store(&st.s)
-		return archsimd.Mask32x16FromBits(uint16(wTryAsm(&t[0], &tw[0], g, uint32(keep.ToBits()), st)))
-	}
 	// Lanes whose weights are all equal try the plain candidates.
 	var unequal uint16
 	if len(p.WPos) > 0 {
@@ -188,23 +183,12 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 		wSearchPosAsm(&t[0], &tw[0], g, &p.Pos[0], len(p.Pos), uint32(plain), st)
 	}
 	if unequal != 0 {
-		lanes := archsimd.Mask32x16FromBits(unequal)
 		bc16(float32(1 / 7.5)).Store(&st.kBest)
 		if len(p.WPos) > 0 {
 			wSearchPosAsm(&t[0], &tw[0], g, &p.WPos[0], len(p.WPos), uint32(unequal), st)
 		}
-		kBest := archsimd.LoadFloat32x16(&st.kBest)
-		for i := 1; i <= p.WFineN; i++ {
-			// float32(i)·WFine as a vector product (the same IEEE product, no scalar float code)
-			step := archsimd.BroadcastInt32x16(int32(i)).ConvertToFloat32().Mul(bc16At(&p.WFine))
-			for _, k := range [2]archsimd.Float32x16{kBest.Sub(step), kBest.Add(step)} {
-				s := roundBF16x16(a.Mul(k))
-				best := archsimd.LoadFloat32x16(&st.best)
-				keep := lanes.And(s.Greater(zero)).And(s.NotEqual(best)).And(s.NotEqual(sR))
-				if keep.ToBits() != 0 {
-					try(s, keep)
-				}
-			}
+		if p.WFineN > 0 {
+			wFineAsm(&t[0], &tw[0], g, &p.WFine, p.WFineN, uint32(unequal), st)
 		}
 	}
 	bestE, best = archsimd.LoadFloat32x16(&st.bestE), archsimd.LoadFloat32x16(&st.best)

@@ -3,8 +3,8 @@
 package kernels
 
 // searchState is what the assembly loops (search_amd64.s) read and update: the groups'
-// absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of wTryAsm,
-// errSumsAsm and wSumsAsm, their sums e, xq, qq and eu, the multiplier of the best coarse
+// absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of errSumsAsm
+// and wSumsAsm, their sums e, xq, qq and eu, the multiplier of the best coarse
 // candidate (wSearchPosAsm), and the lanes whose best is a searched scale. The assembly knows
 // its layout.
 type searchState struct {
@@ -23,14 +23,6 @@ type searchState struct {
 //
 //go:noescape
 func searchPosAsm(t *float32, rows int, pos *float32, npos int, ok uint32, st *searchState)
-
-// wTryAsm is the try of searchBatchWeighted in the lanes of keep for the candidate st.s on the
-// sixteen transposed groups of t and their weights tw (rows of them, a multiple of 8): the
-// lanes w where its weighted error is strictly below st.bestE take it as st.best and that
-// error as st.bestE, and are or-ed into st.mul.
-//
-//go:noescape
-func wTryAsm(t, tw *float32, rows int, keep uint32, st *searchState) (w uint32)
 
 // errSumsAsm is errSums16 for the scale st.s, into st.e, st.xq and st.qq: the levels of rows
 // (a multiple of 8) of t, level(x·(1/s)), or level(x/s) in the lanes of div.
@@ -52,3 +44,11 @@ func wSumsAsm(t, tw *float32, rows int, div bool, st *searchState)
 //
 //go:noescape
 func wSearchPosAsm(t, tw *float32, rows int, pos *float32, npos int, lanes uint32, st *searchState)
+
+// wFineAsm is the fine stage of searchBatchWeighted in the lanes of lanes: for i = 1..n the
+// candidates bf16(a·(kBest ∓ i·(*wfine))), kBest from st.kBest, each tried where it is
+// positive and differs from the lane's current best and from sR, as searchPosAsm tries its
+// candidates. n > 0.
+//
+//go:noescape
+func wFineAsm(t, tw *float32, rows int, wfine *float32, n int, lanes uint32, st *searchState)

@@ -256,50 +256,6 @@ next:
 	VZEROUPPER
 	RET
 
-// func wTryAsm(t, tw *float32, rows int, keep uint32, st *searchState) (w uint32)
-//
-// The try of searchBatchWeighted: the weighted error (wErr16) of the scale st.s in each lane,
-// which replaces st.bestE, and st.s st.best, in the lanes of keep where it is strictly smaller;
-// w (also or-ed into st.mul) holds those lanes. rows > 0, a multiple of 8.
-TEXT ·wTryAsm(SB), NOSPLIT, $0-44
-	MOVQ  t+0(FP), DI
-	MOVQ  tw+8(FP), SI
-	MOVQ  rows+16(FP), CX
-	MOVL  keep+24(FP), AX
-	KMOVW AX, K2
-	MOVQ  st+32(FP), R8
-
-	VMOVUPS 0(R8), Z16   // a
-	VMOVUPS 256(R8), Z29 // s
-	CONSTS
-	PREP
-	DISPATCH(w00, w01, w1x)
-
-w00:
-	WERRLOOP(wloop00, wloop00s, NOCLAMP, NOCLAMP, wchoose)
-
-w01:
-	WERRLOOP(wloop01, wloop01s, NOCLAMP, CLAMPHI, wchoose)
-
-w1x:
-	KORTESTW K4, K4
-	JNZ      w11
-	WERRLOOP(wloop10, wloop10s, CLAMPLO, NOCLAMP, wchoose)
-
-w11:
-	WERRLOOP(wloop11, wloop11s, CLAMPLO, CLAMPHI, wchoose)
-
-wchoose:
-	VMOVUPS 128(R8), Z19
-	VCMPPS  $1, Z19, Z0, K2, K5 // kept and e < bestE
-	VMOVUPS Z0, K5, 128(R8)
-	VMOVUPS Z29, K5, 192(R8)
-	KMOVW   K5, AX
-	ORL     AX, 640(R8)
-	MOVL    AX, w+40(FP)
-	VZEROUPPER
-	RET
-
 // SUMSTERM adds row off(BX)'s terms to the accumulators E (d·d), X (x·q) and Q (q·q): f = x·inv
 // (DIV: and x/s in the lanes of K1), clamped to [-8, 7], rounded to the level q; x·q and q·q
 // before x becomes d = x − q·s.
@@ -605,6 +561,101 @@ wnext:
 	VMOVUPS Z19, 128(R8)
 	VMOVUPS Z20, 192(R8)
 	VMOVUPS Z31, 576(R8)
+	KMOVW   K7, AX
+	ORL     AX, 640(R8)
+	VZEROUPPER
+	RET
+
+// func wFineAsm(t, tw *float32, rows int, wfine *float32, n int, lanes uint32, st *searchState)
+//
+// The fine stage of searchBatchWeighted in the lanes of lanes: for i = 1..n, step = i·WFine
+// (*wfine; the vector conversion and product of the Go loop), the candidates bf16(a·k) for
+// k = kBest − step, then kBest + step (kBest from wSearchPosAsm), each tried where it is
+// positive and differs from the lane's current best and from sR: its weighted error replaces
+// st.bestE, and s st.best, where strictly smaller, and those lanes are or-ed into st.mul.
+// n > 0.
+TEXT ·wFineAsm(SB), NOSPLIT, $0-56
+	MOVQ  t+0(FP), DI
+	MOVQ  tw+8(FP), SI
+	MOVQ  rows+16(FP), CX
+	MOVQ  wfine+24(FP), R11
+	MOVQ  n+32(FP), DX
+	MOVL  lanes+40(FP), AX
+	KMOVW AX, K1
+	MOVQ  st+48(FP), R8
+
+	VMOVUPS 0(R8), Z16   // a
+	VMOVUPS 64(R8), Z17  // sR
+	VMOVUPS 128(R8), Z19 // bestE
+	VMOVUPS 192(R8), Z20 // best
+	VMOVUPS 576(R8), Z31 // kBest
+	VPXORD  Z12, Z12, Z12
+	CONSTS
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z24
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z25
+	MOVL         $0xffff0000, AX
+	VPBROADCASTD AX, Z26
+	KXORW        K7, K7, K7
+	MOVQ         $1, R12 // i
+
+fstep:
+	VPBROADCASTD R12, Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS.BCST  (R11), Z18, Z18 // step = i·WFine
+	VSUBPS       Z18, Z31, Z10   // kBest − step first
+	XORQ         R13, R13
+
+ftry:
+	VMULPS   Z10, Z16, Z29
+	VPSRLD   $16, Z29, Z8
+	VPANDD   Z25, Z8, Z8
+	VPADDD   Z24, Z29, Z29
+	VPADDD   Z8, Z29, Z29
+	VPANDD   Z26, Z29, Z29
+	VCMPPS   $0x1e, Z12, Z29, K1, K2 // lanes where s > 0
+	VCMPPS   $4, Z20, Z29, K2, K2    // and s != best
+	VCMPPS   $4, Z17, Z29, K2, K2    // and s != sR
+	KORTESTW K2, K2
+	JZ       fnext
+	PREP
+	DISPATCH(f00, f01, f1x)
+
+f00:
+	WERRLOOP(floop00, floop00s, NOCLAMP, NOCLAMP, fchoose)
+
+f01:
+	WERRLOOP(floop01, floop01s, NOCLAMP, CLAMPHI, fchoose)
+
+f1x:
+	KORTESTW K4, K4
+	JNZ      f11
+	WERRLOOP(floop10, floop10s, CLAMPLO, NOCLAMP, fchoose)
+
+f11:
+	WERRLOOP(floop11, floop11s, CLAMPLO, CLAMPHI, fchoose)
+
+fchoose:
+	VCMPPS  $1, Z19, Z0, K2, K5 // tried and e < bestE
+	VMOVAPS Z0, K5, Z19
+	VMOVAPS Z29, K5, Z20
+	KORW    K5, K7, K7
+
+fnext:
+	TESTQ  R13, R13
+	JNZ    fiter
+	MOVQ   $1, R13
+	VADDPS Z18, Z31, Z10 // then kBest + step
+	JMP    ftry
+
+fiter:
+	INCQ R12
+	CMPQ R12, DX
+	JLE  fstep
+
+	VMOVUPS Z19, 128(R8)
+	VMOVUPS Z20, 192(R8)
 	KMOVW   K7, AX
 	ORL     AX, 640(R8)
 	VZEROUPPER
