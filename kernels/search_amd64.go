@@ -3,10 +3,10 @@
 package kernels
 
 // searchState is what the assembly loops (search_amd64.s) read and update: the groups'
-// absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of errSumsAsm
-// and wSumsAsm, their sums e, xq, qq and eu, the multiplier of the best coarse
-// candidate (wSearchPosAsm), and the lanes whose best is a searched scale. The assembly knows
-// its layout.
+// absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of
+// errSumsAsm and wSumsAsm, their sums e, xq, qq and eu, the multiplier of the best coarse
+// candidate (wSearchPosAsm), and the lanes whose best is a searched scale. The assembly takes
+// the field offsets from go_asm.h.
 type searchState struct {
 	a, sR, bestE, best, s [batchGroups]float32
 	e, xq, qq, eu         [batchGroups]float32

@@ -1,5 +1,6 @@
 //go:build goexperiment.simd && amd64
 
+#include "go_asm.h"
 #include "textflag.h"
 
 // The candidate loops of the batched INT4 searches (search16_avx512.go,
@@ -193,10 +194,10 @@ TEXT ·searchPosAsm(SB), NOSPLIT, $0-48
 	KMOVW AX, K1
 	MOVQ  st+40(FP), R8
 
-	VMOVUPS 0(R8), Z16    // a
-	VMOVUPS 64(R8), Z17   // sR
-	VMOVUPS 128(R8), Z19  // bestE
-	VMOVUPS 192(R8), Z20  // best
+	VMOVUPS searchState_a(R8), Z16    // a
+	VMOVUPS searchState_sR(R8), Z17   // sR
+	VMOVUPS searchState_bestE(R8), Z19  // bestE
+	VMOVUPS searchState_best(R8), Z20  // best
 	VPXORD  Z18, Z18, Z18 // prev
 	CONSTS
 	MOVL         $0x7fff, AX
@@ -249,10 +250,10 @@ next:
 	DECQ DX
 	JNZ  cand
 
-	VMOVUPS Z19, 128(R8)
-	VMOVUPS Z20, 192(R8)
+	VMOVUPS Z19, searchState_bestE(R8)
+	VMOVUPS Z20, searchState_best(R8)
 	KMOVW   K7, AX
-	MOVL    AX, 640(R8)
+	MOVL    AX, searchState_mul(R8)
 	VZEROUPPER
 	RET
 
@@ -317,7 +318,7 @@ TEXT ·errSumsAsm(SB), NOSPLIT, $0-32
 	KMOVW AX, K1
 	MOVQ  st+24(FP), R8
 
-	VMOVUPS      256(R8), Z24 // s
+	VMOVUPS      searchState_s(R8), Z24 // s
 	MOVL         $0x3f800000, AX
 	VPBROADCASTD AX, Z25
 	VDIVPS       Z24, Z25, Z25 // inv = 1/s
@@ -360,9 +361,9 @@ sumsdone:
 	TREE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	TREE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
 	TREE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
-	VMOVUPS Z0, 320(R8)
-	VMOVUPS Z8, 384(R8)
-	VMOVUPS Z16, 448(R8)
+	VMOVUPS Z0, searchState_e(R8)
+	VMOVUPS Z8, searchState_xq(R8)
+	VMOVUPS Z16, searchState_qq(R8)
 	VZEROUPPER
 	RET
 
@@ -448,10 +449,10 @@ name: \
 	VADDPS    Z4, Z25, Z25; \
 	VADDPS    Z8, Z26, Z26; \
 	VADDPS    Z12, Z27, Z27; \
-	VMOVUPS   Z24, 320(R8); \
-	VMOVUPS   Z25, 384(R8); \
-	VMOVUPS   Z26, 448(R8); \
-	VMOVUPS   Z27, 512(R8)
+	VMOVUPS   Z24, searchState_e(R8); \
+	VMOVUPS   Z25, searchState_xq(R8); \
+	VMOVUPS   Z26, searchState_qq(R8); \
+	VMOVUPS   Z27, searchState_eu(R8)
 
 // func wSumsAsm(t, tw *float32, rows int, div bool, st *searchState)
 //
@@ -464,7 +465,7 @@ TEXT ·wSumsAsm(SB), NOSPLIT, $0-40
 	MOVQ rows+16(FP), CX
 	MOVQ st+32(FP), R8
 
-	VMOVUPS      256(R8), Z16 // s
+	VMOVUPS      searchState_s(R8), Z16 // s
 	MOVL         $0x3f800000, AX
 	VPBROADCASTD AX, Z17
 	VDIVPS       Z16, Z17, Z17 // inv = 1/s
@@ -500,11 +501,11 @@ TEXT ·wSearchPosAsm(SB), NOSPLIT, $0-56
 	KMOVW AX, K1
 	MOVQ  st+48(FP), R8
 
-	VMOVUPS 0(R8), Z16    // a
-	VMOVUPS 64(R8), Z17   // sR
-	VMOVUPS 128(R8), Z19  // bestE
-	VMOVUPS 192(R8), Z20  // best
-	VMOVUPS 576(R8), Z31  // kBest
+	VMOVUPS searchState_a(R8), Z16    // a
+	VMOVUPS searchState_sR(R8), Z17   // sR
+	VMOVUPS searchState_bestE(R8), Z19  // bestE
+	VMOVUPS searchState_best(R8), Z20  // best
+	VMOVUPS searchState_kBest(R8), Z31  // kBest
 	VPXORD  Z18, Z18, Z18 // prev
 	CONSTS
 	MOVL         $0x7fff, AX
@@ -558,11 +559,11 @@ wnext:
 	DECQ DX
 	JNZ  wcand
 
-	VMOVUPS Z19, 128(R8)
-	VMOVUPS Z20, 192(R8)
-	VMOVUPS Z31, 576(R8)
+	VMOVUPS Z19, searchState_bestE(R8)
+	VMOVUPS Z20, searchState_best(R8)
+	VMOVUPS Z31, searchState_kBest(R8)
 	KMOVW   K7, AX
-	ORL     AX, 640(R8)
+	ORL     AX, searchState_mul(R8)
 	VZEROUPPER
 	RET
 
@@ -584,11 +585,11 @@ TEXT ·wFineAsm(SB), NOSPLIT, $0-56
 	KMOVW AX, K1
 	MOVQ  st+48(FP), R8
 
-	VMOVUPS 0(R8), Z16   // a
-	VMOVUPS 64(R8), Z17  // sR
-	VMOVUPS 128(R8), Z19 // bestE
-	VMOVUPS 192(R8), Z20 // best
-	VMOVUPS 576(R8), Z31 // kBest
+	VMOVUPS searchState_a(R8), Z16   // a
+	VMOVUPS searchState_sR(R8), Z17  // sR
+	VMOVUPS searchState_bestE(R8), Z19 // bestE
+	VMOVUPS searchState_best(R8), Z20 // best
+	VMOVUPS searchState_kBest(R8), Z31 // kBest
 	VPXORD  Z12, Z12, Z12
 	CONSTS
 	MOVL         $0x7fff, AX
@@ -654,9 +655,9 @@ fiter:
 	CMPQ R12, DX
 	JLE  fstep
 
-	VMOVUPS Z19, 128(R8)
-	VMOVUPS Z20, 192(R8)
+	VMOVUPS Z19, searchState_bestE(R8)
+	VMOVUPS Z20, searchState_best(R8)
 	KMOVW   K7, AX
-	ORL     AX, 640(R8)
+	ORL     AX, searchState_mul(R8)
 	VZEROUPPER
 	RET
