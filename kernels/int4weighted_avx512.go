@@ -18,7 +18,8 @@ import (
 // fine stages), so a batch may run both sequences, each masked to its lanes. The candidates'
 // errors are summed alone; Σw·x·q and Σw·q², which only the refinement needs, are summed for the
 // best scale once the candidates are done (the same operations on the same scale and levels, so
-// the same bits as the scalar loop's running copies).
+// the same bits as the scalar loop's running copies). The candidate loops and the sums are
+// assembly (search_amd64.s).
 
 // callQuantBatchesWeighted quantizes whole batches of groups with the batched weighted search
 // where it applies (SearchMSE, unsigned scales, groups of at most maxBatchGroup: sixteen at a

@@ -23,7 +23,7 @@ import (
 // chooses the scale and the level rule search chooses for its group. Rounding to an integer
 // uses VRNDSCALEPS (round to nearest even), which equals level's (v + rne) - rne on [-8, 7]
 // except for the sign of a zero level; a ±0 level changes no error term, x·q or q² sum. The
-// loop over the candidates is assembly (search_amd64.s), the same operations in the same order.
+// loop over the candidates and the refinement sums are assembly (search_amd64.s).
 
 // batchGroups is the number of groups searched together; maxBatchGroup bounds the group size
 // (larger groups, such as per-channel ones, use the per-group search).

@@ -15,8 +15,8 @@
 // both ways (the scalar d is ±Inf). Every d·d, and so every error, is the scalar one (NaN where
 // the scalar one is NaN: an error that is NaN is never chosen nor stored). Rounding to a
 // level is VRNDSCALEPS $0 (nearest, ties to even), as level16; the clamps at -8 and 7 are left
-// out of a candidate's loop where no lane of the candidate needs them, as clamps16 decides
-// (clamps_simd.go).
+// out of a candidate's loop where no lane of the candidate needs them, by the bounds of
+// clamps_simd.go. The refinement sums (errSumsAsm, wSumsAsm) always clamp.
 
 // Registers: Z0-Z7 the accumulators, Z8 and Z9 temporaries, Z16 the groups' absolute maxima,
 // Z21 1.0, Z22 and Z23 the bounds -8 and 7, Z27 8.5, Z28 7.5, Z29 the candidate scale s, Z30
@@ -148,7 +148,7 @@ sum: \
 	TREE; \
 	JMP  done
 
-// CONSTS loads 1.0, the clamp bounds and the bounds of clamps16.
+// CONSTS loads 1.0, the clamp bounds and the bounds that decide the clamps (PREP).
 #define CONSTS \
 	MOVL         $0x3f800000, AX; \
 	VPBROADCASTD AX, Z21; \
@@ -161,9 +161,9 @@ sum: \
 	MOVL         $0x40f00000, AX; \
 	VPBROADCASTD AX, Z28
 
-// PREP sets, for the scale s in Z29 tried in the lanes K2, Z30 = 1/s and, as clamps16 does,
-// K3 = the lanes of K2 where a·inv > 8.5 (the clamp at -8 is needed), K4 those where
-// a·inv ≥ 7.5 (the clamp at 7).
+// PREP sets, for the scale s in Z29 tried in the lanes K2, Z30 = 1/s, and by the bounds of
+// clamps_simd.go K3 = the lanes of K2 where a·inv > 8.5 (the clamp at -8 is needed), K4 those
+// where a·inv ≥ 7.5 (the clamp at 7).
 #define PREP \
 	VDIVPS Z29, Z21, Z30; \
 	VMULPS Z30, Z16, Z8; \
@@ -182,7 +182,7 @@ sum: \
 //
 // The loop over the positive candidates of searchBatch: for each k of pos, s = bf16(a·k)
 // (roundBF16x16), kept in a lane when it differs from the lane's previous kept scale and from
-// sR; where a kept lane is in ok, the error of s (errMul16) replaces bestE, and s best, when
+// sR; where a kept lane is in ok, the error of s (errMul) replaces bestE, and s best, when
 // strictly smaller, and the lane's bit is set in mul. st holds a, sR, bestE and best on entry;
 // bestE, best and mul on return. rows > 0, npos > 0.
 TEXT ·searchPosAsm(SB), NOSPLIT, $0-48
