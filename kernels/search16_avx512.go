@@ -178,7 +178,7 @@ type batchStats struct {
 // words go to w (word i of group l at w[16i+l]), the levels to q (transposed like t), then the
 // error and Σx² are summed from t and q. Where the search knows the error of the scale and
 // levels it chose (res.errSet), that is pack's error, bit for bit: the same terms in the same
-// order; it is taken, and the levels are not stored.
+// order; it is taken, with the search's Σx² (res.asm.ss), and the levels are not stored.
 func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResult) {
 	s := archsimd.LoadFloat32x16(&res.best)
 	inv := bc16(1).Div(s)
@@ -212,8 +212,12 @@ func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResu
 		e := errQ16(t, q, g, 0, s).Add(errQ16(t, q, g, 4, s))
 		e.Store(&st.err)
 	}
-	ss := sumSq16(t, g, 0).Add(sumSq16(t, g, 4))
-	ss.Store(&st.sumSq)
+	if res.errSet {
+		archsimd.LoadFloat32x16(&res.asm.ss).Store(&st.sumSq)
+	} else {
+		ss := sumSq16(t, g, 0).Add(sumSq16(t, g, 4))
+		ss.Store(&st.sumSq)
+	}
 }
 
 // errQ16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of the spec's error accumulators of levels q
@@ -340,23 +344,6 @@ func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32
 	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
 }
 
-// errDiv16 is errDiv: the error of the RTN levels level(x/s).
-func errDiv16(t []float32, g int, s archsimd.Float32x16) archsimd.Float32x16 {
-	return errDivHalf16(t, g, 0, s).Add(errDivHalf16(t, g, 4, s))
-}
-
-func errDivHalf16(t []float32, g, off int, s archsimd.Float32x16) archsimd.Float32x16 {
-	var e0, e1, e2, e3 archsimd.Float32x16
-	for j := off; j < g; j += 8 {
-		v0, v1, v2, v3 := rows4(t, j)
-		e0 = e0.Add(sq16(v0, level16(v0.Div(s)), s))
-		e1 = e1.Add(sq16(v1, level16(v1.Div(s)), s))
-		e2 = e2.Add(sq16(v2, level16(v2.Div(s)), s))
-		e3 = e3.Add(sq16(v3, level16(v3.Div(s)), s))
-	}
-	return e0.Add(e1).Add(e2.Add(e3))
-}
-
 // errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes): errSumsAsm
 // through st.
 func errSums16(t []float32, g int, s archsimd.Float32x16, divLanes uint16, st *searchState) (e, xq, qq archsimd.Float32x16) {
@@ -380,16 +367,17 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	if ok == 0 {
 		return
 	}
-	bestE := errDiv16(t, g, sR)
+	st := &res.asm
+	sR.Store(&st.sR)
+	rtnErrAsm(&t[0], g, st) // errDiv16, and Σx² for packBatch
+	bestE := archsimd.LoadFloat32x16(&st.e)
 	bestE.StoreSlice(res.rtnErr[:])
 	best := sR
 	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
 	// The candidates of p.Pos in the assembly loop (search_amd64.s); g is a multiple of 8
 	// (checkInt4Shapes).
 	if len(p.Pos) > 0 {
-		st := &res.asm
 		a.Store(&st.a)
-		sR.Store(&st.sR)
 		bestE.Store(&st.bestE)
 		best.Store(&st.best)
 		searchPosAsm(&t[0], g, &p.Pos[0], len(p.Pos), uint32(ok), st)
@@ -397,7 +385,6 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 		mul = uint16(st.mul)
 	}
 	if p.Refine > 0 {
-		st := &res.asm
 		_, sxq, sqq := errSums16(t, g, best, ok&^mul, st)
 		best, bestE, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
 			return errSums16(t, g, s, 0, st)

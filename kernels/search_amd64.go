@@ -5,12 +5,12 @@ package kernels
 // searchState is what the assembly loops (search_amd64.s) read and update: the groups'
 // absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of
 // errSumsAsm and wSumsAsm, their sums e, xq, qq and eu, the multiplier of the best coarse
-// candidate (wSearchPosAsm), and the lanes whose best is a searched scale. The assembly takes
+// candidate (wSearchPosAsm), Σx² (rtnErrAsm), and the lanes whose best is a searched scale. The assembly takes
 // the field offsets from go_asm.h.
 type searchState struct {
 	a, sR, bestE, best, s [batchGroups]float32
 	e, xq, qq, eu         [batchGroups]float32
-	kBest                 [batchGroups]float32
+	kBest, ss             [batchGroups]float32
 	mul                   uint32
 }
 
@@ -52,3 +52,9 @@ func wSearchPosAsm(t, tw *float32, rows int, pos *float32, npos int, lanes uint3
 //
 //go:noescape
 func wFineAsm(t, tw *float32, rows int, wfine *float32, n int, lanes uint32, st *searchState)
+
+// rtnErrAsm is errDiv16 and sumSq16 in one pass over the rows (a multiple of 8) of t: the error
+// of the RTN levels of st.sR into st.e, Σx² into st.ss.
+//
+//go:noescape
+func rtnErrAsm(t *float32, rows int, st *searchState)

@@ -661,3 +661,71 @@ fiter:
 	ORL     AX, searchState_mul(R8)
 	VZEROUPPER
 	RET
+
+// RTNTERM adds row off(BX)'s terms to the accumulators E ((x − q·s)² with q = level(x/s)) and
+// S (x·x).
+#define RTNTERM(off, E, S) \
+	VMOVUPS      off(BX), Z8; \
+	VMULPS       Z8, Z8, Z10; \
+	VADDPS       Z10, S, S; \
+	VDIVPS       Z29, Z8, Z9; \
+	VMAXPS       Z22, Z9, Z9; \
+	VMINPS       Z23, Z9, Z9; \
+	VRNDSCALEPS  $0, Z9, Z9; \
+	VFNMADD231PS Z29, Z9, Z8; \
+	VMULPS       Z8, Z8, Z8; \
+	VADDPS       Z8, E, E
+
+// func rtnErrAsm(t *float32, rows int, st *searchState)
+//
+// errDiv16 and sumSq16 in one pass: for the RTN scale st.sR of each lane, the error
+// Σ(x − q·s)² of the RTN levels q = level(x/s) into st.e, and Σx² into st.ss, over the rows
+// (a multiple of 8) of t.
+TEXT ·rtnErrAsm(SB), NOSPLIT, $0-24
+	MOVQ t+0(FP), DI
+	MOVQ rows+8(FP), CX
+	MOVQ st+16(FP), R8
+
+	VMOVUPS      searchState_sR(R8), Z29
+	MOVL         $0xc1000000, AX
+	VPBROADCASTD AX, Z22 // -8
+	MOVL         $0x40e00000, AX
+	VPBROADCASTD AX, Z23 // 7
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU32    Z0, Z1
+	VMOVDQU32    Z0, Z2
+	VMOVDQU32    Z0, Z3
+	VMOVDQU32    Z0, Z4
+	VMOVDQU32    Z0, Z5
+	VMOVDQU32    Z0, Z6
+	VMOVDQU32    Z0, Z7
+	VMOVDQU32    Z0, Z11
+	VMOVDQU32    Z0, Z12
+	VMOVDQU32    Z0, Z13
+	VMOVDQU32    Z0, Z14
+	VMOVDQU32    Z0, Z15
+	VMOVDQU32    Z0, Z16
+	VMOVDQU32    Z0, Z17
+	VMOVDQU32    Z0, Z18
+	MOVQ         DI, BX
+	MOVQ         CX, R9
+
+rtnloop:
+	RTNTERM(0, Z0, Z11)
+	RTNTERM(64, Z1, Z12)
+	RTNTERM(128, Z2, Z13)
+	RTNTERM(192, Z3, Z14)
+	RTNTERM(256, Z4, Z15)
+	RTNTERM(320, Z5, Z16)
+	RTNTERM(384, Z6, Z17)
+	RTNTERM(448, Z7, Z18)
+	ADDQ $512, BX
+	SUBQ $8, R9
+	JNZ  rtnloop
+
+	TREE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	TREE8(Z11, Z12, Z13, Z14, Z15, Z16, Z17, Z18)
+	VMOVUPS Z0, searchState_e(R8)
+	VMOVUPS Z11, searchState_ss(R8)
+	VZEROUPPER
+	RET
