@@ -3,11 +3,11 @@
 #include "go_asm.h"
 #include "textflag.h"
 
-// The candidate loops of the batched INT4 searches (search16_avx512.go,
+// The candidate loops and the error sums of the batched INT4 searches (search16_avx512.go,
 // int4weighted_avx512.go) in assembly: sixteen groups transposed, lane l of each row being
 // group l, the specification's eight per-group sums in eight accumulators Z0-Z7 (row j goes to
 // accumulator j%8), combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)). Every lane performs the
-// scalar operations of errMul (or of wSums' error) in the scalar order, with one step that
+// scalar operations of errMul (errDiv, errSumsMul, wSums) in the scalar order, with one step that
 // takes another road to the same bits: x − q·s is one VFNMADD231PS. q is an integer in [-8, 7]
 // and s a BF16 value: q·s has at most 12 significant bits, all at or above s's last one (a
 // multiple of 2^-133), so the scalar product fl(q·s) is exact, unless it overflows. Then
