@@ -32,7 +32,7 @@ import "simd/archsimd"
 // candidates (a/s ≤ 8.5: r ≥ 0.82 of the range [0.8, 1]), of 128 of about 36%; the clamp at 7 of
 // about 31% and 14% (a/s < 7.5). The weighted search's candidates reach further (r from 0.4):
 // about 23% leave out the clamp at -8. On AVX-512 the candidate loops of both searches are
-// assembly (search_amd64.s, PREP and DISPATCH): per candidate they pick one of four loops, with
+// assembly (search_amd64.h, PREP and DISPATCH): per candidate they pick one of four loops, with
 // or without each clamp, by the bounds above. The AVX2 weighted batch leaves out the clamp at
 // -8 (needsClampLo8).
 

@@ -19,7 +19,7 @@ import (
 // errors are summed alone; Σw·x·q and Σw·q², which only the refinement needs, are summed for the
 // best scale once the candidates are done (the same operations on the same scale and levels, so
 // the same bits as the scalar loop's running copies). The candidate loops and the sums are
-// assembly (search_amd64.s).
+// assembly (search_weighted_amd64.s).
 
 // callQuantBatchesWeighted quantizes whole batches of groups with the batched weighted search
 // where it applies (SearchMSE, unsigned scales, groups of at most maxBatchGroup: sixteen at a
@@ -163,7 +163,7 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, true, st)
 	rtnErr.StoreSlice(res.rtnErr[:])
 	best := sR
-	// The candidates run in the assembly loops (search_amd64.s), bestE, best and mul in
+	// The candidates run in the assembly loops (search_weighted_amd64.s), bestE, best and mul in
 	// res.asm until they are done.
 	a.Store(&st.a)
 	sR.Store(&st.sR)

@@ -2,7 +2,7 @@
 
 package kernels
 
-// searchState is what the assembly loops (search_amd64.s) read and update: the groups'
+// searchState is what the assembly loops (search_*amd64.s) read and update: the groups'
 // absolute maxima a and RTN scales sR, the best error and scale so far, the scale s of
 // errSumsAsm and wSumsAsm, their sums e, xq, qq and eu, the multiplier of the best coarse
 // candidate (wSearchPosAsm), Σx² (rtnErrAsm), and the lanes whose best is a searched scale. The assembly takes

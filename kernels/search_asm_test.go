@@ -8,7 +8,7 @@ import (
 
 // TestSIMDBatchSearchHuge runs the batched searches on groups whose extreme is near the float32
 // maximum, where the scalar product q·s of some candidates overflows while the assembly
-// candidate loops (search_amd64.s) take x − q·s as one fused multiply-add: every error, choice,
+// candidate loops (search_amd64.h) take x − q·s as one fused multiply-add: every error, choice,
 // byte and statistic must still be the scalar loops', for the plain and the weighted search.
 func TestSIMDBatchSearchHuge(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
