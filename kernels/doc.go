@@ -32,7 +32,12 @@
 // TestSIMDBatchWeighted, FuzzSIMDWeighted), and eight at once on AVX2 (int4weighted_avx2.go).
 // A batch leaves the clamp of levels at -8 (or 7) out of a candidate's error only where no lane
 // trying the candidate can need it; rounding gives the clamped level there anyway
-// (clamps_simd.go, TestClampSkipBounds, clampedge_test.go).
+// (clamps_simd.go, TestClampSkipBounds, clampedge_test.go). On AVX-512 the candidate loops and
+// the error sums of both batched searches are Go assembly (search_amd64.s,
+// search_weighted_amd64.s, search_amd64.h): the same operations in the same order, except that
+// x − q·s is one fused multiply-add, which gives the same bits because q·s, a level times a BF16
+// scale, is exact or overflows, and then the squared difference is +Inf either way
+// (TestSIMDBatchSearchHuge).
 // RTN needs no search, so its batches keep the groups in their natural layout: sixteen on
 // AVX-512, two groups per vector (rtn16_avx512.go), eight on AVX2, one per vector
 // (rtn8_avx2.go; TestSIMDRTNBatchTies, TestSIMDRTNBatchSubnormalScales, FuzzSIMDRTNBatch). The

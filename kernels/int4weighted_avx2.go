@@ -232,8 +232,8 @@ func refine8(n int, act, mul archsimd.Mask32x8, best, bestE, sxq, sqq archsimd.F
 }
 
 // wErr8 is wSums' weighted error alone for each lane's group with scale s and reciprocal inv,
-// the eight spec accumulators summed four at a time as wErr16 sums them, without the clamp at -8
-// unless clampLo (needsClampLo8).
+// the eight spec accumulators summed four at a time, without the clamp at -8 unless clampLo
+// (needsClampLo8).
 func wErr8(t, tw []float32, s, inv archsimd.Float32x8, clampLo bool) archsimd.Float32x8 {
 	lo, hi := bc(-8), bc(7)
 	return wErrHalf8(t, tw, 0, s, inv, lo, hi, clampLo).Add(wErrHalf8(t, tw, 4, s, inv, lo, hi, clampLo))

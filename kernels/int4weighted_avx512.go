@@ -18,7 +18,8 @@ import (
 // fine stages), so a batch may run both sequences, each masked to its lanes. The candidates'
 // errors are summed alone; Σw·x·q and Σw·q², which only the refinement needs, are summed for the
 // best scale once the candidates are done (the same operations on the same scale and levels, so
-// the same bits as the scalar loop's running copies).
+// the same bits as the scalar loop's running copies). The candidate loops and the sums are
+// assembly (search_weighted_amd64.s).
 
 // callQuantBatchesWeighted quantizes whole batches of groups with the batched weighted search
 // where it applies (SearchMSE, unsigned scales, groups of at most maxBatchGroup: sixteen at a
@@ -46,8 +47,10 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 	n := batchGroups * g
 	tr, twr, qr, wr := t[:n], tw[:n], q[:n], w[:n/8]
 	twRow := rowWeights(d, ng, gpr, batchGroups, g, transpose16)
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
 	var res batchResult
-	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
+	var st batchStats   // zeroed once, before the vector code; packBatch rewrites it
+	var sc storeScratch // likewise
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
@@ -61,8 +64,22 @@ func quantBatchesWeightedAVX512(out Int4Out, src []float32, ng, cols int, p *Int
 		if res.ok != 0 {
 			packBatch(&st, tr, qr, wr, g, &res)
 		}
+		bw := wr
+		if g == 32 && res.ok != 0 {
+			// All sixteen groups' words at once, as quantBatchesAVX512 stores them.
+			storeWords32(words[k0*4:(k0+16)*4], wr)
+			bw = nil
+		}
+		if res.ok == 1<<batchGroups-1 && (g == 32 || g == 128) {
+			// RTNErr: the batch's error where the RTN scale stayed, else the RTN error.
+			err := archsimd.LoadFloat32x16(&st.err)
+			rtn := err.Merge(archsimd.LoadFloat32x16(&res.rtnErr), archsimd.Mask32x16FromBits(res.div))
+			storeBatch16(out, k0, g, wr, &st, rtn, archsimd.LoadFloat32x16(&res.best), &sc)
+			archsimd.ClearAVXUpperBits() // transpose16 has a scalar path
+			continue
+		}
 		archsimd.ClearAVXUpperBits() // storeWeightedBatch is scalar
-		if k, err := storeWeightedBatch(out, src, d, wr, k0, batchGroups, gpr, p, &res, &st); err != nil {
+		if k, err := storeWeightedBatch(out, src, d, bw, k0, batchGroups, gpr, p, &res, &st); err != nil {
 			return k, err
 		}
 	}
@@ -84,9 +101,9 @@ func rowWeights(d []float32, ng, gpr, nb, g int, transpose func(t, xs []float32,
 }
 
 // storeWeightedBatch writes the output of the nb groups from k0 on: the lanes of res.ok from
-// the batch (the scales res.best, word i of lane l at wr[nb·i+l], the statistics st), the other
-// groups through quantGroupWeighted. On a non-finite value it returns the group's index and the
-// error.
+// the batch (the scales res.best, word i of lane l at wr[nb·i+l] unless wr is nil, when the
+// batch's words are in out.Packed already, the statistics st), the other groups through
+// quantGroupWeighted. On a non-finite value it returns the group's index and the error.
 func storeWeightedBatch(out Int4Out, src, d []float32, wr []uint32, k0, nb, gpr int, p *Int4Params, res *batchResult, st *batchStats) (int, error) {
 	g := p.GroupSize
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
@@ -95,9 +112,11 @@ func storeWeightedBatch(out Int4Out, src, d []float32, wr []uint32, k0, nb, gpr 
 		var s float32
 		if res.ok>>l&1 != 0 {
 			s = res.best[l]
-			wk := words[k*g/8 : (k+1)*g/8]
-			for i := range wk {
-				wk[i] = wr[nb*i+l]
+			if wr != nil {
+				wk := words[k*g/8 : (k+1)*g/8]
+				for i := range wk {
+					wk[i] = wr[nb*i+l]
+				}
 			}
 			out.Stats[k] = GroupStats{SumSq: st.sumSq[l], Err: st.err[l], RTNErr: st.err[l], Clipped: st.clip[l]}
 			if res.div>>l&1 == 0 {
@@ -135,25 +154,22 @@ func batchWeights(buf, d []float32, k0, gpr, g int) []float32 {
 // scales) on the sixteen transposed groups of t with their transposed weights tw. res.rtnErr
 // holds the unweighted error of the RTN scale, the RTNErr of the lanes that leave it.
 func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params) {
-	zero, one := archsimd.Float32x16{}, bc16(1)
 	a, sR, _, ok := batchRTN(t, g)
 	res.ok = ok
 	if ok == 0 {
 		return
 	}
-	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, zero, true)
+	st := &res.asm
+	bestE, sxq, sqq, rtnErr := wSums16(t, tw, g, sR, true, st)
 	rtnErr.StoreSlice(res.rtnErr[:])
 	best := sR
-	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
-	// try evaluates candidate s in the lanes of keep and makes it the best where its error is
-	// strictly smaller; it returns those lanes.
-	try := func(s archsimd.Float32x16, keep archsimd.Mask32x16) archsimd.Mask32x16 {
-		e := wErr16(t, tw, g, s, one.Div(s))
-		w := keep.And(e.Less(bestE))
-		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
-		mul |= w.ToBits()
-		return w
-	}
+	// The candidates run in the assembly loops (search_weighted_amd64.s), bestE, best and mul in
+	// res.asm until they are done.
+	a.Store(&st.a)
+	sR.Store(&st.sR)
+	bestE.Store(&st.bestE)
+	best.Store(&st.best)
+	st.mul = 0
 	// Lanes whose weights are all equal try the plain candidates.
 	var unequal uint16
 	if len(p.WPos) > 0 {
@@ -164,50 +180,28 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 		}
 		unequal = ne.ToBits() & ok
 	}
-	if plain := ok &^ unequal; plain != 0 {
-		lanes := archsimd.Mask32x16FromBits(plain)
-		prev := zero
-		for _, k := range p.Pos {
-			s := roundBF16x16(a.Mul(bc16(k)))
-			keep := s.NotEqual(prev).And(s.NotEqual(sR))
-			prev = s.Merge(prev, keep)
-			if keep = keep.And(lanes); keep.ToBits() != 0 {
-				try(s, keep)
-			}
-		}
+	if plain := ok &^ unequal; plain != 0 && len(p.Pos) > 0 {
+		wSearchPosAsm(&t[0], &tw[0], g, &p.Pos[0], len(p.Pos), uint32(plain), st)
 	}
 	if unequal != 0 {
-		lanes := archsimd.Mask32x16FromBits(unequal)
-		prev := zero
-		kBest := bc16(float32(1 / 7.5))
-		for _, k := range p.WPos {
-			s := roundBF16x16(a.Mul(bc16(k)))
-			keep := s.NotEqual(prev).And(s.NotEqual(sR))
-			prev = s.Merge(prev, keep)
-			if keep = keep.And(lanes); keep.ToBits() != 0 {
-				kBest = bc16(k).Merge(kBest, try(s, keep))
-			}
+		bc16(float32(1 / 7.5)).Store(&st.kBest)
+		if len(p.WPos) > 0 {
+			wSearchPosAsm(&t[0], &tw[0], g, &p.WPos[0], len(p.WPos), uint32(unequal), st)
 		}
-		for i := 1; i <= p.WFineN; i++ {
-			// float32(i)·WFine as a vector product (the same IEEE product, no scalar float code)
-			step := archsimd.BroadcastInt32x16(int32(i)).ConvertToFloat32().Mul(bc16At(&p.WFine))
-			for _, k := range [2]archsimd.Float32x16{kBest.Sub(step), kBest.Add(step)} {
-				s := roundBF16x16(a.Mul(k))
-				keep := lanes.And(s.Greater(zero)).And(s.NotEqual(best)).And(s.NotEqual(sR))
-				if keep.ToBits() != 0 {
-					try(s, keep)
-				}
-			}
+		if p.WFineN > 0 {
+			wFineAsm(&t[0], &tw[0], g, &p.WFine, p.WFineN, uint32(unequal), st)
 		}
 	}
+	bestE, best = archsimd.LoadFloat32x16(&st.bestE), archsimd.LoadFloat32x16(&st.best)
+	mul := uint16(st.mul)
 	if p.Refine > 0 {
 		if mul != 0 {
-			_, xq, qq, _ := wSums16(t, tw, g, best, one.Div(best), false)
+			_, xq, qq, _ := wSums16(t, tw, g, best, false, st)
 			w := archsimd.Mask32x16FromBits(mul)
 			sxq, sqq = xq.Merge(sxq, w), qq.Merge(sqq, w)
 		}
-		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
-			e, xq, qq, _ = wSums16(t, tw, g, s, one.Div(s), false)
+		best, _, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
+			e, xq, qq, _ = wSums16(t, tw, g, s, false, st)
 			return e, xq, qq
 		})
 	}
@@ -215,63 +209,11 @@ func searchBatchWeighted(res *batchResult, t, tw []float32, g int, p *Int4Params
 	res.div = ok &^ mul
 }
 
-// wErr16 is wSums' weighted error alone, for each lane's group with scale s and reciprocal
-// inv, summed four spec lanes at a time as errMul16 is.
-func wErr16(t, tw []float32, g int, s, inv archsimd.Float32x16) archsimd.Float32x16 {
-	lo, hi := bc16(-8), bc16(7)
-	return wErrHalf16(t, tw, g, 0, s, inv, lo, hi).Add(wErrHalf16(t, tw, g, 4, s, inv, lo, hi))
-}
-
-// wErrHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of wErr16's accumulators, o = off. The
-// clamp bounds lo and hi come as arguments, so that they stay in registers for the loop.
-func wErrHalf16(t, tw []float32, g, off int, s, inv, lo, hi archsimd.Float32x16) archsimd.Float32x16 {
-	var e0, e1, e2, e3 archsimd.Float32x16
-	lv := func(v archsimd.Float32x16) archsimd.Float32x16 {
-		return v.Mul(inv).Max(lo).Min(hi).RoundToEvenScaled(0)
-	}
-	for j := off; j < g; j += 8 {
-		v0, v1, v2, v3 := rows4(t, j)
-		w0, w1, w2, w3 := rows4(tw, j)
-		e0 = e0.Add(w0.Mul(sq16(v0, lv(v0), s)))
-		e1 = e1.Add(w1.Mul(sq16(v1, lv(v1), s)))
-		e2 = e2.Add(w2.Mul(sq16(v2, lv(v2), s)))
-		e3 = e3.Add(w3.Mul(sq16(v3, lv(v3), s)))
-	}
-	return e0.Add(e1).Add(e2.Add(e3))
-}
-
-// wSums16 is wSums for each lane (div: the RTN levels x/s, else x·inv), and also returns the
-// unweighted error Σ(x−q·s)² of the same levels (errDiv's sum when div is set). The sums run
-// two spec lanes at a time, to keep their accumulators in registers.
-func wSums16(t, tw []float32, g int, s, inv archsimd.Float32x16, div bool) (e, xq, qq, eu archsimd.Float32x16) {
-	e0, x0, q0, u0 := wSumsPair16(t, tw, g, 0, s, inv, div)
-	e1, x1, q1, u1 := wSumsPair16(t, tw, g, 2, s, inv, div)
-	e2, x2, q2, u2 := wSumsPair16(t, tw, g, 4, s, inv, div)
-	e3, x3, q3, u3 := wSumsPair16(t, tw, g, 6, s, inv, div)
-	return e0.Add(e1).Add(e2.Add(e3)), x0.Add(x1).Add(x2.Add(x3)), q0.Add(q1).Add(q2.Add(q3)), u0.Add(u1).Add(u2.Add(u3))
-}
-
-// wSumsPair16 returns a_o + a_(o+1) of wSums16's four sums, o = off. The products are rounded
-// one at a time as wSums rounds them: w·(d·d), (w·x)·q and (w·q)·q.
-func wSumsPair16(t, tw []float32, g, off int, s, inv archsimd.Float32x16, div bool) (e, xq, qq, eu archsimd.Float32x16) {
-	var ea, eb, xa, xb, qa, qb, ua, ub archsimd.Float32x16
-	for j := off; j < g; j += 8 {
-		b := (*[2 * batchGroups]float32)(t[batchGroups*j:])
-		c := (*[2 * batchGroups]float32)(tw[batchGroups*j:])
-		va, vb := archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
-		wa, wb := archsimd.LoadFloat32x16((*[16]float32)(c[0:])), archsimd.LoadFloat32x16((*[16]float32)(c[16:]))
-		var fa, fb archsimd.Float32x16
-		if div {
-			fa, fb = va.Div(s), vb.Div(s)
-		} else {
-			fa, fb = va.Mul(inv), vb.Mul(inv)
-		}
-		qva, qvb := level16(fa), level16(fb)
-		da, db := sq16(va, qva, s), sq16(vb, qvb, s)
-		ea, eb = ea.Add(wa.Mul(da)), eb.Add(wb.Mul(db))
-		ua, ub = ua.Add(da), ub.Add(db)
-		xa, xb = xa.Add(wa.Mul(va).Mul(qva)), xb.Add(wb.Mul(vb).Mul(qvb))
-		qa, qb = qa.Add(wa.Mul(qva).Mul(qva)), qb.Add(wb.Mul(qvb).Mul(qvb))
-	}
-	return ea.Add(eb), xa.Add(xb), qa.Add(qb), ua.Add(ub)
+// wSums16 is wSums for each lane (div: the RTN levels x/s, else x·(1/s)), and also returns the
+// unweighted error Σ(x−q·s)² of the same levels (errDiv's sum when div is set): wSumsAsm
+// through st.
+func wSums16(t, tw []float32, g int, s archsimd.Float32x16, div bool, st *searchState) (e, xq, qq, eu archsimd.Float32x16) {
+	s.Store(&st.s)
+	wSumsAsm(&t[0], &tw[0], g, div, st)
+	return archsimd.LoadFloat32x16(&st.e), archsimd.LoadFloat32x16(&st.xq), archsimd.LoadFloat32x16(&st.qq), archsimd.LoadFloat32x16(&st.eu)
 }

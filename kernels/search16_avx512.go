@@ -22,7 +22,8 @@ import (
 // skipped candidates never do, a refinement stops where the scalar loop breaks), so every lane
 // chooses the scale and the level rule search chooses for its group. Rounding to an integer
 // uses VRNDSCALEPS (round to nearest even), which equals level's (v + rne) - rne on [-8, 7]
-// except for the sign of a zero level; a ±0 level changes no error term, x·q or q² sum.
+// except for the sign of a zero level; a ±0 level changes no error term, x·q or q² sum. The
+// loop over the candidates and the refinement sums are assembly (search_amd64.s).
 
 // batchGroups is the number of groups searched together; maxBatchGroup bounds the group size
 // (larger groups, such as per-channel ones, use the per-group search).
@@ -43,7 +44,8 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 	tr, qr, wr := t[:batchGroups*g], q[:batchGroups*g], w[:batchGroups*g/8]
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
 	var res batchResult
-	var st batchStats // zeroed once, before the vector code; packBatch rewrites it
+	var st batchStats   // zeroed once, before the vector code; packBatch rewrites it
+	var sc storeScratch // likewise
 	k0 := 0
 	for ; k0+batchGroups <= ng; k0 += batchGroups {
 		transpose16(tr, src[k0*g:(k0+batchGroups)*g], g)
@@ -54,6 +56,15 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 		if g == 32 && res.ok != 0 {
 			// All sixteen groups' words at once; the per-group path below rewrites its own.
 			storeWords32(words[k0*4:(k0+16)*4], wr)
+		}
+		if res.ok == 1<<batchGroups-1 && (g == 32 || g == 128) {
+			rtn := archsimd.LoadFloat32x16(&st.err)
+			if p.Search == SearchMSE {
+				rtn = archsimd.LoadFloat32x16(&res.rtnErr)
+			}
+			storeBatch16(out, k0, g, wr, &st, rtn, archsimd.LoadFloat32x16(&res.best), &sc)
+			archsimd.ClearAVXUpperBits() // transpose16 has a scalar path
+			continue
 		}
 		archsimd.ClearAVXUpperBits() // the per-group stores are scalar
 		for l := range batchGroups {
@@ -76,7 +87,36 @@ func quantBatchesAVX512(out Int4Out, src []float32, ng int, p *Int4Params) (int,
 			}
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return k0, nil
+}
+
+// storeBatch16 writes the output of a batch whose sixteen groups, from k0 on, all came out of
+// it, with vectors: for groups of 128 the words (word i of group l at w[16i+l]; groups of 32
+// have theirs from storeWords32), the statistics (st, and rtn for RTNErr) and the scales best,
+// BF16 values whose codes are their upper halves. It leaves the upper register state to its
+// caller.
+func storeBatch16(out Int4Out, k0, g int, w []uint32, st *batchStats, rtn, best archsimd.Float32x16, sc *storeScratch) {
+	if g == 128 {
+		words := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(out.Packed))), len(out.Packed)/4)
+		transpose16Blocks(words[k0*16:(k0+16)*16], unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(w))), len(w)), 16, &sc.mid)
+	}
+	f := &sc.stats
+	archsimd.LoadFloat32x16(&st.sumSq).AsUint32x16().Store((*[16]uint32)(f[0:]))
+	archsimd.LoadFloat32x16(&st.err).AsUint32x16().Store((*[16]uint32)(f[16:]))
+	rtn.AsUint32x16().Store((*[16]uint32)(f[32:]))
+	archsimd.LoadInt32x16(&st.clip).AsUint32x16().Store((*[16]uint32)(f[48:]))
+	stats := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(out.Stats))), 4*len(out.Stats))
+	storeWords32(stats[4*k0:4*(k0+batchGroups)], f[:])
+	codes := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(out.Scales))), len(out.Scales)/2)
+	sra16(best.AsUint32x16(), 16).TruncateToUint16().StoreSlice(codes[k0 : k0+batchGroups])
+}
+
+// storeScratch is storeBatch16's scratch memory, in its caller's frame (zeroed once, before the
+// vector code).
+type storeScratch struct {
+	mid   [16 * 16]float32
+	stats [4 * batchGroups]uint32
 }
 
 // storeWords32 writes the words of sixteen groups of 32 (four each, word i of group l at
@@ -136,7 +176,9 @@ type batchStats struct {
 
 // packBatch is pack for the sixteen transposed groups of t with the scales of res: the packed
 // words go to w (word i of group l at w[16i+l]), the levels to q (transposed like t), then the
-// error and Σx² are summed from t and q.
+// error and Σx² are summed from t and q. Where the search knows the error of the scale and
+// levels it chose (res.errSet), that is pack's error, bit for bit: the same terms in the same
+// order; it is taken, with the search's Σx² (res.asm.ss), and the levels are not stored.
 func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResult) {
 	s := archsimd.LoadFloat32x16(&res.best)
 	inv := bc16(1).Div(s)
@@ -155,17 +197,27 @@ func packBatch(st *batchStats, t, q []float32, w []uint32, g int, res *batchResu
 			}
 			clip = clip.Add(one.Masked(f.GreaterEqual(hi).Or(f.Less(lo))))
 			r := f.Max(bc16(-8)).Min(bc16(7)).Add(bc16(rne))
-			r.Sub(bc16(rne)).Store((*[16]float32)(q[batchGroups*(j+jj):]))
+			if !res.errSet {
+				r.Sub(bc16(rne)).Store((*[16]float32)(q[batchGroups*(j+jj):]))
+			}
 			// (a per-lane shift: ShiftAllLeft by a variable takes its count through a legacy MOVQ)
 			word = word.Or(r.AsUint32x16().Add(eight).And(fifteen).ShiftLeft(archsimd.BroadcastUint32x16(uint32(4 * jj))))
 		}
 		word.Store((*[16]uint32)(w[batchGroups*(j/8):]))
 	}
 	clip.Store(&st.clip)
-	e := errQ16(t, q, g, 0, s).Add(errQ16(t, q, g, 4, s))
-	e.Store(&st.err)
-	ss := sumSq16(t, g, 0).Add(sumSq16(t, g, 4))
-	ss.Store(&st.sumSq)
+	if res.errSet {
+		archsimd.LoadFloat32x16(&res.err).Store(&st.err)
+	} else {
+		e := errQ16(t, q, g, 0, s).Add(errQ16(t, q, g, 4, s))
+		e.Store(&st.err)
+	}
+	if res.errSet {
+		archsimd.LoadFloat32x16(&res.asm.ss).Store(&st.sumSq)
+	} else {
+		ss := sumSq16(t, g, 0).Add(sumSq16(t, g, 4))
+		ss.Store(&st.sumSq)
+	}
 }
 
 // errQ16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of the spec's error accumulators of levels q
@@ -260,6 +312,10 @@ var transposeIdx [4][2]archsimd.Uint32x16
 type batchResult struct {
 	best, rtnErr [batchGroups]float32
 	ok, div      uint16
+	// err is the unweighted error of best with its levels in every lane of ok, when errSet.
+	err    [batchGroups]float32
+	errSet bool
+	asm    searchState // the assembly loops' state, in the caller's frame (no zeroing here)
 }
 
 func ld16(t []float32, j int) archsimd.Float32x16 {
@@ -288,82 +344,19 @@ func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32
 	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
 }
 
-// errMul16 is errMul of each lane's group with its scale s and reciprocal inv, leaving out the
-// clamps at -8 and 7 unless clampLo and clampHi ask for them (clamps16). The eight accumulators
-// are summed four at a time (rows j%8 < 4, then the others), which keeps them, the constants and
-// the temporaries in registers; the sum is the same ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)).
-func errMul16(t []float32, g int, s, inv archsimd.Float32x16, clampLo, clampHi bool) archsimd.Float32x16 {
-	lo, hi := bc16(-8), bc16(7)
-	return errMulHalf16(t, g, 0, s, inv, lo, hi, clampLo, clampHi).Add(errMulHalf16(t, g, 4, s, inv, lo, hi, clampLo, clampHi))
-}
-
-// errMulHalf16 returns (a_o+a_(o+1))+(a_(o+2)+a_(o+3)) of errMul16's accumulators, o = off.
-func errMulHalf16(t []float32, g, off int, s, inv, lo, hi archsimd.Float32x16, clampLo, clampHi bool) archsimd.Float32x16 {
-	var e0, e1, e2, e3 archsimd.Float32x16
-	term := func(v archsimd.Float32x16) archsimd.Float32x16 {
-		return sq16(v, levelMul16(v.Mul(inv), lo, hi, clampLo, clampHi), s)
-	}
-	for j := off; j < g; j += 8 {
-		v0, v1, v2, v3 := rows4(t, j)
-		e0 = e0.Add(term(v0))
-		e1 = e1.Add(term(v1))
-		e2 = e2.Add(term(v2))
-		e3 = e3.Add(term(v3))
-	}
-	return e0.Add(e1).Add(e2.Add(e3))
-}
-
-// errDiv16 is errDiv: the error of the RTN levels level(x/s).
-func errDiv16(t []float32, g int, s archsimd.Float32x16) archsimd.Float32x16 {
-	return errDivHalf16(t, g, 0, s).Add(errDivHalf16(t, g, 4, s))
-}
-
-func errDivHalf16(t []float32, g, off int, s archsimd.Float32x16) archsimd.Float32x16 {
-	var e0, e1, e2, e3 archsimd.Float32x16
-	for j := off; j < g; j += 8 {
-		v0, v1, v2, v3 := rows4(t, j)
-		e0 = e0.Add(sq16(v0, level16(v0.Div(s)), s))
-		e1 = e1.Add(sq16(v1, level16(v1.Div(s)), s))
-		e2 = e2.Add(sq16(v2, level16(v2.Div(s)), s))
-		e3 = e3.Add(sq16(v3, level16(v3.Div(s)), s))
-	}
-	return e0.Add(e1).Add(e2.Add(e3))
-}
-
-// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes). Its 24
-// accumulators are summed two spec lanes at a time, to stay in registers.
-func errSums16(t []float32, g int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
-	e0, x0, q0 := errSumsPair16(t, g, 0, s, inv, divLanes)
-	e1, x1, q1 := errSumsPair16(t, g, 2, s, inv, divLanes)
-	e2, x2, q2 := errSumsPair16(t, g, 4, s, inv, divLanes)
-	e3, x3, q3 := errSumsPair16(t, g, 6, s, inv, divLanes)
-	return e0.Add(e1).Add(e2.Add(e3)), x0.Add(x1).Add(x2.Add(x3)), q0.Add(q1).Add(q2.Add(q3))
-}
-
-// errSumsPair16 returns a_o + a_(o+1) of errSums16's three sums, o = off.
-func errSumsPair16(t []float32, g, off int, s, inv archsimd.Float32x16, divLanes uint16) (e, xq, qq archsimd.Float32x16) {
-	var ea, eb, xa, xb, qa, qb archsimd.Float32x16
-	dm := archsimd.Mask32x16FromBits(divLanes)
-	for j := off; j < g; j += 8 {
-		b := (*[2 * batchGroups]float32)(t[batchGroups*j:])
-		va, vb := archsimd.LoadFloat32x16((*[16]float32)(b[0:])), archsimd.LoadFloat32x16((*[16]float32)(b[16:]))
-		fa, fb := va.Mul(inv), vb.Mul(inv)
-		if divLanes != 0 {
-			fa, fb = va.Div(s).Merge(fa, dm), vb.Div(s).Merge(fb, dm)
-		}
-		qva, qvb := level16(fa), level16(fb)
-		ea, eb = ea.Add(sq16(va, qva, s)), eb.Add(sq16(vb, qvb, s))
-		xa, xb = xa.Add(va.Mul(qva)), xb.Add(vb.Mul(qvb))
-		qa, qb = qa.Add(qva.Mul(qva)), qb.Add(qvb.Mul(qvb))
-	}
-	return ea.Add(eb), xa.Add(xb), qa.Add(qb)
+// errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes): errSumsAsm
+// through st.
+func errSums16(t []float32, g int, s archsimd.Float32x16, divLanes uint16, st *searchState) (e, xq, qq archsimd.Float32x16) {
+	s.Store(&st.s)
+	errSumsAsm(&t[0], g, uint32(divLanes), st)
+	return archsimd.LoadFloat32x16(&st.e), archsimd.LoadFloat32x16(&st.xq), archsimd.LoadFloat32x16(&st.qq)
 }
 
 // searchBatch runs quantGroup's checks and, for SearchMSE, search (unsigned scales) on the
 // sixteen transposed groups of t.
 func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
-	zero := archsimd.Float32x16{}
 	a, sR, scaled, ok := batchRTN(t, g)
+	res.errSet = false
 	if p.Search != SearchMSE {
 		res.ok = scaled
 		sR.Store(&res.best)
@@ -374,35 +367,31 @@ func searchBatch(res *batchResult, t []float32, g int, p *Int4Params) {
 	if ok == 0 {
 		return
 	}
-	bestE := errDiv16(t, g, sR)
+	st := &res.asm
+	sR.Store(&st.sR)
+	rtnErrAsm(&t[0], g, st) // errDiv16, and Σx² for packBatch
+	bestE := archsimd.LoadFloat32x16(&st.e)
 	bestE.StoreSlice(res.rtnErr[:])
 	best := sR
 	var mul uint16 // lanes whose best is a searched scale (levels x·(1/s))
-	prev := zero
-	one := bc16(1)
-	okm := archsimd.Mask32x16FromBits(ok)
-	for _, k := range p.Pos {
-		s := roundBF16x16(a.Mul(bc16(k)))
-		keep := s.NotEqual(prev).And(s.NotEqual(sR))
-		prev = s.Merge(prev, keep)
-		// A candidate no searched lane takes (the RTN multiplier 1/7.5 is one of the g32 grid's)
-		// changes nothing: its error is not summed.
-		if keep = keep.And(okm); keep.ToBits() == 0 {
-			continue
-		}
-		inv := one.Div(s)
-		clampLo, clampHi := clamps16(a, inv, keep)
-		e := errMul16(t, g, s, inv, clampLo, clampHi)
-		w := keep.And(e.Less(bestE))
-		bestE, best = e.Merge(bestE, w), s.Merge(best, w)
-		mul |= w.ToBits()
+	// The candidates of p.Pos in the assembly loop (search_amd64.s); g is a multiple of 8
+	// (checkInt4Shapes).
+	if len(p.Pos) > 0 {
+		a.Store(&st.a)
+		bestE.Store(&st.bestE)
+		best.Store(&st.best)
+		searchPosAsm(&t[0], g, &p.Pos[0], len(p.Pos), uint32(ok), st)
+		bestE, best = archsimd.LoadFloat32x16(&st.bestE), archsimd.LoadFloat32x16(&st.best)
+		mul = uint16(st.mul)
 	}
 	if p.Refine > 0 {
-		_, sxq, sqq := errSums16(t, g, best, one.Div(best), ok&^mul)
-		best, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
-			return errSums16(t, g, s, one.Div(s), 0)
+		_, sxq, sqq := errSums16(t, g, best, ok&^mul, st)
+		best, bestE, mul = refine16(p.Refine, ok, mul, best, bestE, sxq, sqq, func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16) {
+			return errSums16(t, g, s, 0, st)
 		})
 	}
+	bestE.Store(&res.err)
+	res.errSet = true
 	best.StoreSlice(res.best[:])
 	res.div = ok &^ mul
 }
@@ -426,8 +415,9 @@ func batchRTN(t []float32, g int) (a, sR archsimd.Float32x16, scaled, searched u
 // refine16 is the least-squares refinement of search (and searchWeighted, with sums its
 // weighted sums) in the lanes of ok: up to n times s ← bf16(Σx·q/Σq²), from the sums sxq and
 // sqq of the best scale, taken where its error is strictly below bestE; a lane stops where the
-// scalar loop breaks. It returns the best scales and mul with the lanes that took one set.
-func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, sums func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16)) (archsimd.Float32x16, uint16) {
+// scalar loop breaks. It returns the best scales, their errors and mul with the lanes that took
+// one set.
+func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, sums func(s archsimd.Float32x16) (e, xq, qq archsimd.Float32x16)) (archsimd.Float32x16, archsimd.Float32x16, uint16) {
 	zero := archsimd.Float32x16{}
 	act := ok
 	for range n {
@@ -447,5 +437,5 @@ func refine16(n int, ok, mul uint16, best, bestE, sxq, sqq archsimd.Float32x16, 
 		sxq, sqq = sxq2.Merge(sxq, w), sqq2.Merge(sqq, w)
 		mul |= act
 	}
-	return best, mul
+	return best, bestE, mul
 }
