@@ -92,7 +92,7 @@ func fp4Encode(r float32) uint8 {
 }
 
 // fp4NoAsm keeps the AVX-512 FP4 batches in the Go vector code instead of the assembly
-// (fp4_amd64.s), for the tests that compare the two; like SetSIMD it must not change while
+// (fp4*_amd64.s), for the tests that compare the two; like SetSIMD it must not change while
 // kernels run.
 var fp4NoAsm bool
 

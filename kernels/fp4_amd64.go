@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// The hand-written parts of the FP4 batches and error sums (fp4_amd64.s), AVX-512 forms run by
+// The hand-written parts of the FP4 batches and error sums (fp4*_amd64.s), AVX-512 forms run by
 // the avx512 loop set and VEX-only AVX2 forms run by the avx2 set (scripts/avx2-emu.sh runs
 // them on a CPU without AVX-512). The Go compiler gives the vector code of fp4batch_avx512.go
 // fifteen registers: its final pass reloads six vectors and spills per row, and its transpose

@@ -15,7 +15,7 @@ import (
 // to the code by an arithmetic shift, the packed words are put in order by interleaves, and the
 // scale codes and statistics are stored through a scratch block and copied out by scalar code.
 // The transpose, the candidates' errors, the final pass and the statistics' store run as
-// assembly (fp4_amd64.s; the ratios by division) unless fp4NoAsm keeps these Go forms.
+// assembly (fp4*_amd64.s; the ratios by division) unless fp4NoAsm keeps these Go forms.
 
 // fp4K8 holds the constant vectors of the AVX2 batch (initFP4Batch8, on a CPU with AVX2).
 var fp4K8 struct {

@@ -28,7 +28,7 @@ import (
 // non-finite value is left to the per-group loop, which reports it.
 //
 // These are the Go forms. By default the transpose, the candidates' errors, the final pass
-// and the statistics run as assembly (fp4_amd64.s, fp4_amd64.go), which takes the checked
+// and the statistics run as assembly (fp4*_amd64.s, fp4_amd64.go), which takes the checked
 // product in the final pass too; fp4NoAsm keeps the Go forms, which the tests compare.
 
 // fp4K holds the constant vectors of the batched FP4 loops (initFP4Batch, on a CPU with
