@@ -329,19 +329,10 @@ func rows4(t []float32, j int) (v0, v1, v2, v3 archsimd.Float32x16) {
 		archsimd.LoadFloat32x16((*[16]float32)(b[32:])), archsimd.LoadFloat32x16((*[16]float32)(b[48:]))
 }
 
-// level16 is level: clamp to [-8, 7], then round to the nearest integer, ties to even.
-func level16(f archsimd.Float32x16) archsimd.Float32x16 {
-	return f.Max(bc16(-8)).Min(bc16(7)).RoundToEvenScaled(0)
-}
-
 // sq16 returns (v - q·s)².
 func sq16(v, q, s archsimd.Float32x16) archsimd.Float32x16 {
 	d := v.Sub(q.Mul(s))
 	return d.Mul(d)
-}
-
-func tree16(a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x16) archsimd.Float32x16 {
-	return a0.Add(a1).Add(a2.Add(a3)).Add(a4.Add(a5).Add(a6.Add(a7)))
 }
 
 // errSums16 is errSumsMul of each lane (errSumsDiv in the lanes of divLanes): errSumsAsm

@@ -11,7 +11,7 @@
 // |q·s| > 2^128 − 2^103 while |x| ≤ 2^128 − 2^104, so |x − q·s| ≥ 2^103 and its square is +Inf
 // both ways (the scalar d is ±Inf). Every d·d, and so every error, is the scalar one (NaN where
 // the scalar one is NaN: an error that is NaN is never chosen nor stored). Rounding to a
-// level is VRNDSCALEPS $0 (nearest, ties to even), as level16; the clamps at -8 and 7 are left
+// level is VRNDSCALEPS $0 (nearest, ties to even), as the scalar level; the clamps at -8 and 7 are left
 // out of a candidate's loop where no lane of the candidate needs them, by the bounds of
 // clamps_simd.go. The refinement sums (errSumsAsm, wSumsAsm) always clamp.
 

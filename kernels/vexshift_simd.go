@@ -39,11 +39,6 @@ func bcAt(p *float32) archsimd.Float32x8 {
 	return archsimd.BroadcastUint32x8(*(*uint32)(unsafe.Pointer(p))).AsFloat32x8()
 }
 
-// bc16At is bcAt for sixteen lanes.
-func bc16At(p *float32) archsimd.Float32x16 {
-	return archsimd.BroadcastUint32x16(*(*uint32)(unsafe.Pointer(p))).AsFloat32x16()
-}
-
 // storeLane0 stores lane 0 of v at p through a general register (VPEXTRD).
 func storeLane0(p *float32, v archsimd.Float32x4) {
 	*(*uint32)(unsafe.Pointer(p)) = v.AsUint32x4().GetElem(0)
